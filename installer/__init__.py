@@ -1,0 +1,6 @@
+"""KubeSphere installer engine: reconciles the ClusterConfiguration module by module."""
+
+#: The KubeSphere release this installer installs (the cc's ``version`` label and ``status.core.version``).
+KS_VERSION = "v3.4.1"
+#: The installer's own build version; part of every module hash.
+__version__ = "3.4.1"

@@ -1,0 +1,7 @@
+"""``python -m installer``."""
+
+import sys
+
+from installer.cli import main
+
+sys.exit(main())

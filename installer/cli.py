@@ -1,0 +1,115 @@
+"""Command line: ``python -m installer plan|reconcile``.
+
+plan       print what a reconcile would do. With ``--desired`` it needs no cluster: without
+           ``--last-applied`` it plans a first install. Without ``--desired`` it plans from the live cc and
+           the stored state.
+reconcile  run one reconcile against the cluster in $KUBECONFIG (``--all`` re-runs every enabled module).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from installer.config import prepare
+from installer.fingerprint import files_digest
+from installer.hook import setup_logging
+from installer.kube import ClusterConfigurations, api_client
+from installer.modules import Module
+from installer.plan import Plan, build_plan, records_for
+from installer.reconcile import Reconciler
+from installer.settings import Settings
+
+
+class UsageError(Exception):
+    pass
+
+
+def _load_spec(path: str) -> Any:
+    try:
+        doc = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise UsageError(f"{path}: cannot read YAML: {exc}") from exc
+    if isinstance(doc, dict) and doc.get("kind") == "ClusterConfiguration":
+        return doc.get("spec")
+    return doc
+
+
+def _valid(raw: Any, previous: dict[str, Any] | None, label: str) -> dict[str, Any]:
+    prepared = prepare(raw, previous)
+    if prepared.errors:
+        lines = "\n".join(f"  {e.path}: {e.message}" for e in prepared.errors)
+        raise UsageError(f"{label} is invalid:\n{lines}")
+    return prepared.spec
+
+
+def _offline_plan(args: argparse.Namespace, settings: Settings) -> Plan:
+    def files(m: Module) -> str:
+        return files_digest(m, settings.playbooks_dir, settings.roles_dir)
+
+    last = _valid(_load_spec(args.last_applied), None, args.last_applied) if args.last_applied else None
+    desired = _valid(_load_spec(args.desired), last, args.desired)
+    return build_plan(desired, records_for(last, files) if last else {}, files, force=args.all)
+
+
+def _live_plan(args: argparse.Namespace, settings: Settings) -> Plan:
+    api = api_client()
+    cc = ClusterConfigurations(api).get()
+    if cc is None:
+        raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
+    plan, errors, _ = Reconciler(api, settings).plan(cc, force=args.all)
+    if plan is None:
+        raise UsageError("the cc spec is invalid:\n" + "\n".join(f"  {e.path}: {e.message}" for e in errors))
+    return plan
+
+
+def _print_plan(plan: Plan, output: str) -> None:
+    data = plan.to_json()
+    if output == "json":
+        print(json.dumps(data, sort_keys=True))
+        return
+    for action in ("install", "upgrade", "uninstall", "blocked", "unchanged"):
+        if data[action]:
+            print(f"{action:>9}: {', '.join(data[action])}")
+    for module, changes in data["changes"].items():
+        for change in changes:
+            print(f"  {module}: {change}")
+    for module, reason in data["reasons"].items():
+        print(f"  {module}: blocked: {reason}")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m installer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    plan = sub.add_parser("plan", help="show what a reconcile would do")
+    plan.add_argument("--desired", help="ClusterConfiguration (or bare spec) YAML to plan for")
+    plan.add_argument("--last-applied", help="ClusterConfiguration YAML that is currently installed")
+    plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    plan.add_argument("--all", action="store_true", help="re-run every enabled module")
+    rec = sub.add_parser("reconcile", help="reconcile the cluster in $KUBECONFIG once")
+    rec.add_argument("--all", action="store_true", help="re-run every enabled module")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    settings = Settings.from_env()
+    try:
+        if args.command == "plan":
+            if args.last_applied and not args.desired:
+                raise UsageError("--last-applied needs --desired")
+            plan = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)
+            _print_plan(plan, args.output)
+            return 0
+        setup_logging()
+        result = Reconciler(api_client(), settings).run(force=args.all)
+        return 0 if result.ok else 1
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,57 @@
+"""Which spec values are credentials, and how to hide them (logs, status, the last-applied mirror)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+REDACTED = "<redacted>"
+
+#: Dotted spec paths whose values are credentials.
+SECRET_PATHS: tuple[str, ...] = (
+    "authentication.jwtSecret",
+    "authentication.adminPassword",
+    "common.es.basicAuth.password",
+    "common.opensearch.basicAuth.password",
+    "common.s3.accessKeyID",
+    "common.s3.secretAccessKey",
+    "common.mysqlPassword",
+    "devops.sonarqube.externalSonarToken",
+)
+
+#: Any key ending like this is treated as a credential too (e.g. inside free-form ``oauthOptions``).
+_SECRET_KEY = re.compile(r"(password|secret|token)$", re.IGNORECASE)
+
+
+def is_secret(path: str) -> bool:
+    """Whether the value at dotted ``path`` (or anything below it) may hold a credential."""
+    if any(path == s or s.startswith(path + ".") or path.startswith(s + ".") for s in SECRET_PATHS):
+        return True
+    last = re.split(r"[.\[]", path)[-1].strip('"]')
+    return bool(_SECRET_KEY.search(last))
+
+
+def redact(spec: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``spec`` with every non-empty credential value replaced by ``"<redacted>"``."""
+    out = copy.deepcopy(spec)
+    _redact(out, "")
+    return out
+
+
+def _redact(node: Any, prefix: str) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if _is_secret_leaf(path, key):
+                if value not in ("", None, {}, []):
+                    node[key] = REDACTED
+            else:
+                _redact(value, path)
+    elif isinstance(node, list):
+        for item in node:
+            _redact(item, prefix)
+
+
+def _is_secret_leaf(path: str, key: Any) -> bool:
+    return path in SECRET_PATHS or (isinstance(key, str) and bool(_SECRET_KEY.search(key)))

@@ -1,0 +1,67 @@
+"""Execute a plan's runnable steps as a dependency DAG, in parallel up to a cap."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from installer.plan import Plan, Step, run_order
+from installer.runner import Outcome
+
+log = logging.getLogger("installer")
+
+
+class Events:
+    """What the executor reports; the reconcile turns these into status and log lines."""
+
+    def started(self, step: Step) -> None: ...
+    def finished(self, step: Step, outcome: Outcome) -> None: ...
+    def blocked(self, step: Step, because: list[str]) -> None: ...
+
+
+def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_parallel: int = 4) -> dict[str, Outcome]:
+    """Run every runnable step once its predecessors succeeded; block the ones whose predecessors did not.
+
+    Callbacks on ``events`` are made from this (the calling) thread only.
+    """
+    steps = {s.module: s for s in plan.runnable}
+    waiting = run_order(plan)
+    outcomes: dict[str, Outcome] = {}
+    blocked: set[str] = set()
+    running: dict[Future[Outcome], Step] = {}
+
+    def failed(name: str) -> bool:
+        return name in blocked or (name in outcomes and not outcomes[name].ok)
+
+    with ThreadPoolExecutor(max_workers=max(1, max_parallel), thread_name_prefix="module") as pool:
+        while waiting or running:
+            for name, before in list(waiting.items()):
+                bad = sorted(d for d in before if failed(d))
+                if bad:
+                    del waiting[name]
+                    blocked.add(name)
+                    events.blocked(steps[name], bad)
+            ready = [n for n, before in waiting.items() if all(d in outcomes for d in before)]
+            for name in ready[: max(0, max_parallel - len(running))]:
+                del waiting[name]
+                events.started(steps[name])
+                running[pool.submit(_safe_run, run, steps[name])] = steps[name]
+            if not running:
+                if waiting:
+                    raise RuntimeError(f"dependency cycle among {sorted(waiting)}")
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                step = running.pop(future)
+                outcomes[step.module] = future.result()
+                events.finished(step, outcomes[step.module])
+    return outcomes
+
+
+def _safe_run(run: Callable[[Step], Outcome], step: Step) -> Outcome:
+    try:
+        return run(step)
+    except Exception as exc:  # a crash in one module must not stop the others
+        log.exception("[%s] %s crashed", step.module, step.action.value)
+        return Outcome(step.module, step.action, False, "error", message=f"{type(exc).__name__}: {exc}")

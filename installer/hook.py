@@ -1,0 +1,108 @@
+"""The shell-operator hook: print the binding on ``--config``, otherwise reconcile.
+
+Exit 0 when the reconcile finished (module failures are reported in status and retried by the schedule
+binding with backoff); non-zero only when the installer itself could not run, so shell-operator retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from installer.kube import ApiUnavailable, ClusterConfigurations, api_client
+from installer.lease import LeaseHeld
+from installer.reconcile import Reconciler, due_for_retry
+from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, Settings
+
+log = logging.getLogger("installer")
+
+SPEC_BINDING = "Monitor clusterconfiguration"
+RETRY_BINDING = "Retry annotation"
+SCHEDULE_BINDING = "Retry failed modules"
+FULL_RUN = "all"
+"""Annotation value that re-runs every enabled module, like the original installer."""
+
+
+def _watch(name: str, jq_filter: str, on_sync: bool) -> dict[str, Any]:
+    return {
+        "name": name,
+        "apiVersion": f"{CC_GROUP}/{CC_VERSION}",
+        "kind": CC_KIND,
+        "executeHookOnEvent": ["Added", "Modified"],
+        "executeHookOnSynchronization": on_sync,
+        "nameSelector": {"matchNames": [CC_NAME]},
+        "namespace": {"nameSelector": {"matchNames": [NAMESPACE]}},
+        "jqFilter": jq_filter,
+        "allowFailure": False,
+        "keepFullObjectsInMemory": False,
+    }
+
+
+def binding_config() -> dict[str, Any]:
+    return {
+        "configVersion": "v1",
+        "kubernetes": [
+            _watch(SPEC_BINDING, ".spec", True),
+            _watch(RETRY_BINDING, f'.metadata.annotations["{RETRY_ANNOTATION}"]', False),
+        ],
+        "schedule": [{"name": SCHEDULE_BINDING, "crontab": "* * * * *", "allowFailure": True}],
+    }
+
+
+def read_binding_context(path: str | None) -> list[dict[str, Any]]:
+    if not path or not Path(path).exists():
+        return []
+    data = json.loads(Path(path).read_text() or "[]")
+    return data if isinstance(data, list) else [data]
+
+
+def _triggers(contexts: list[dict[str, Any]]) -> set[str]:
+    return {c.get("binding", "") for c in contexts}
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for noisy in ("kubernetes", "urllib3", "ansible_runner"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--config" in argv:
+        print(json.dumps(binding_config()))
+        return 0
+    setup_logging()
+    contexts = read_binding_context(os.environ.get("BINDING_CONTEXT_PATH"))
+    triggers = _triggers(contexts)
+    cancel = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+    try:
+        api = api_client()
+        cc = ClusterConfigurations(api).get()
+        if cc is None:
+            log.info("ClusterConfiguration %s/%s not found; waiting for it", NAMESPACE, CC_NAME)
+            return 0
+        annotation = (cc["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
+        if triggers and triggers <= {SCHEDULE_BINDING}:
+            due = due_for_retry(cc.get("status"))
+            if not due:
+                return 0
+            log.info("Retrying failed modules whose backoff expired: %s", ", ".join(due))
+        force = RETRY_BINDING in triggers and annotation == FULL_RUN
+        Reconciler(api, Settings.from_env(), cancel).run(force=force)
+    except LeaseHeld as exc:
+        log.warning("%s; will retry", exc)
+        return 1
+    except (ApiUnavailable, ApiException, HTTPError, OSError) as exc:
+        log.error("The installer could not talk to the Kubernetes API: %s", exc)
+        return 1
+    return 0

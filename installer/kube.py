@@ -1,0 +1,68 @@
+"""Kubernetes API access shared by the engine: client setup and the ClusterConfiguration."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
+
+
+class ApiUnavailable(RuntimeError):
+    """The API server cannot be reached or refused the installer's credentials."""
+
+
+def api_client() -> client.ApiClient:
+    """In-cluster config when running in a pod, else the kubeconfig (``$KUBECONFIG``)."""
+    try:
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG"):
+            config.load_incluster_config()
+        else:
+            config.load_kube_config()
+    except config.ConfigException as exc:
+        raise ApiUnavailable(f"no Kubernetes credentials: {exc}") from exc
+    return client.ApiClient()
+
+
+class ClusterConfigurations:
+    """Reads the cc and writes its status."""
+
+    def __init__(self, api: client.ApiClient, name: str = CC_NAME, namespace: str = NAMESPACE) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.name, self.namespace = name, namespace
+
+    def get(self) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL,
+                                                            self.name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def patch_status(self, status: dict[str, Any]) -> None:
+        """JSON-merge-patch ``.status`` (null values delete keys)."""
+        body = {"status": status}
+        try:
+            self.custom.api_client.call_api(
+                f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}/status",
+                "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
+                auth_settings=["BearerToken"], response_type="object", _return_http_data_only=True)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            # No status subresource (older CRD): patch the main resource like upstream tools did.
+            self.custom.api_client.call_api(
+                f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}",
+                "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
+                auth_settings=["BearerToken"], response_type="object", _return_http_data_only=True)
+
+
+def cluster_facts(api: client.ApiClient) -> dict[str, Any]:
+    """Facts the playbooks read: Kubernetes version and node count (upstream ``kubernetes_version``/``nodeNum``)."""
+    version = client.VersionApi(api).get_code().git_version
+    nodes = client.CoreV1Api(api).list_node().items
+    return {"kubernetes_version": version, "nodeNum": len(nodes)}

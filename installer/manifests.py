@@ -1,0 +1,204 @@
+"""Apply and remove a module's objects: server-side apply, label inventory, prune, ordered delete.
+
+Every object a module applies carries ``installer.kubesphere.io/module=<module>`` and
+``app.kubernetes.io/managed-by=ks-installer``. Prune and uninstall only ever look at objects with that
+label. Namespaces that existed before are never adopted, so they are never deleted. PVCs and CRDs are kept
+on uninstall unless ``purge`` is set, and a namespace that still holds PVCs is kept with them.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+
+Obj = dict[str, Any]
+
+#: Apply order; uninstall runs it backwards. Kinds not listed go after the listed ones.
+KIND_ORDER = (
+    "Namespace", "CustomResourceDefinition", "PriorityClass", "StorageClass", "ServiceAccount", "ClusterRole",
+    "ClusterRoleBinding", "Role", "RoleBinding", "Secret", "ConfigMap", "PersistentVolumeClaim", "Service",
+    "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob",
+)
+KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
+
+
+def _rank(kind: str) -> int:
+    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
+
+
+def ident(obj: Obj) -> str:
+    ns = obj["metadata"].get("namespace")
+    return f"{obj['kind']}/{ns + '/' if ns else ''}{obj['metadata']['name']}"
+
+
+def load_definitions(definition: str | Iterable[Any]) -> list[Obj]:
+    """Objects from a multi-document YAML string or a list (nested lists and ``List`` kinds flattened)."""
+    docs = list(yaml.safe_load_all(definition)) if isinstance(definition, str) else list(definition)
+    out: list[Obj] = []
+    for doc in docs:
+        if not doc:
+            continue
+        if isinstance(doc, list):
+            out += load_definitions(doc)
+        elif doc.get("kind", "").endswith("List") and "items" in doc:
+            out += load_definitions(doc["items"])
+        else:
+            out.append(doc)
+    return out
+
+
+@dataclass
+class Result:
+    applied: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+class Manifests:
+    def __init__(self, api: client.ApiClient, module: str) -> None:
+        self.dyn = DynamicClient(api)
+        self.module = module
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self.dyn.resources.get(api_version=api_version, kind=kind)
+
+    def _labelled(self, obj: Obj, adopt: bool) -> Obj:
+        obj = copy.deepcopy(obj)
+        labels = obj["metadata"].setdefault("labels", {})
+        labels.update(MANAGED_BY)
+        if adopt:
+            labels[MODULE_LABEL] = self.module
+        return obj
+
+    def _get(self, res: Any, obj: Obj) -> Any:
+        try:
+            return res.get(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
+        except NotFoundError:
+            return None
+
+    def apply(self, objects: list[Obj], prune: bool = True) -> Result:
+        """Server-side apply ``objects`` in dependency order, then prune what the module no longer renders."""
+        result = Result()
+        for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
+            res = self._resource(obj["apiVersion"], obj["kind"])
+            before = self._get(res, obj)
+            # Never adopt a namespace someone else created: it must survive this module's uninstall.
+            adopt = obj["kind"] != "Namespace" or before is None or (
+                (before.metadata.labels or {}).get(MODULE_LABEL) == self.module)
+            body = self._labelled(obj, adopt)
+            after = res.server_side_apply(body=body, name=body["metadata"]["name"],
+                                          namespace=body["metadata"].get("namespace"),
+                                          field_manager=FIELD_MANAGER, force_conflicts=True)
+            result.applied.append(ident(obj))
+            if before is None or before.metadata.resourceVersion != after.metadata.resourceVersion:
+                result.changed.append(ident(obj))
+            if obj["kind"] == "CustomResourceDefinition":
+                self._wait_established(obj["metadata"]["name"])
+        if prune:
+            kinds = {(o["apiVersion"], o["kind"]) for o in objects}
+            keep = set(result.applied)
+            for obj in self._owned(kinds):
+                if ident(obj) not in keep:
+                    self._delete(obj, result)
+        return result
+
+    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300) -> Result:
+        """Delete every object of the given objects' kinds that carries this module's label."""
+        result = Result()
+        kinds = {(o["apiVersion"], o["kind"]) for o in objects}
+        owned = sorted(self._owned(kinds), key=lambda o: _rank(o["kind"]), reverse=True)
+        for obj in owned:
+            if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
+                result.kept.append(ident(obj))
+            elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
+                result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
+            else:
+                self._delete(obj, result)
+        self._wait_gone([o for o in owned if ident(o) in result.deleted], timeout)
+        return result
+
+    def _owned(self, kinds: set[tuple[str, str]]) -> list[Obj]:
+        selector = f"{MODULE_LABEL}={self.module}"
+        out: list[Obj] = []
+        for api_version, kind in kinds:
+            try:
+                items = self._resource(api_version, kind).get(label_selector=selector).items
+            except (NotFoundError, ApiException):  # kind not served (CRD gone): nothing to find
+                continue
+            out += [{"apiVersion": api_version, "kind": kind,
+                     "metadata": {"name": i.metadata.name, "namespace": i.metadata.namespace}} for i in items]
+        return out
+
+    def _delete(self, obj: Obj, result: Result) -> None:
+        res = self._resource(obj["apiVersion"], obj["kind"])
+        try:
+            res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
+                       body={"propagationPolicy": "Background"})
+            result.deleted.append(ident(obj))
+        except NotFoundError:
+            pass
+
+    def _has_pvcs(self, namespace: str) -> bool:
+        return bool(client.CoreV1Api(self.dyn.client).list_namespaced_persistent_volume_claim(namespace).items)
+
+    def _wait_established(self, name: str, timeout: int = 60) -> None:
+        ext = client.ApiextensionsV1Api(self.dyn.client)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            conds = ext.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conds):
+                self.dyn.resources.invalidate_cache()
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"CustomResourceDefinition {name} not Established after {timeout}s")
+
+    def _wait_gone(self, objects: list[Obj], timeout: int) -> None:
+        deadline = time.monotonic() + timeout
+        remaining = list(objects)
+        while remaining and time.monotonic() < deadline:
+            remaining = [o for o in remaining
+                         if self._get(self._resource(o["apiVersion"], o["kind"]), o) is not None]
+            if remaining:
+                time.sleep(1)
+        if remaining:
+            raise TimeoutError(f"still present after {timeout}s: {', '.join(ident(o) for o in remaining)}")
+
+    def wait_ready(self, objects: list[Obj], timeout: int = 600) -> None:
+        """Wait until the Deployments, StatefulSets and DaemonSets among ``objects`` are ready."""
+        workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
+        deadline = time.monotonic() + timeout
+        pending = workloads
+        while pending:
+            pending = [o for o in pending if not _ready(self._get(self._resource(o["apiVersion"], o["kind"]), o))]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not ready after {timeout}s: {', '.join(ident(o) for o in pending)}")
+            time.sleep(2)
+
+
+def _ready(live: Any) -> bool:
+    if live is None:
+        return False
+    spec, status, kind = live.spec, live.status or {}, live.kind
+    if (status.get("observedGeneration") or 0) < live.metadata.generation:
+        return False
+    if kind == "DaemonSet":
+        return status.get("numberReady", 0) >= status.get("desiredNumberScheduled", 1) > 0
+    wanted = spec.get("replicas", 1)
+    if kind == "StatefulSet":
+        return status.get("readyReplicas", 0) >= wanted
+    available = any(c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions") or [])
+    return available and status.get("updatedReplicas", 0) >= wanted and status.get("availableReplicas", 0) >= wanted

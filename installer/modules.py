@@ -1,0 +1,165 @@
+"""The module registry: the single source of truth for what the installer manages.
+
+Each module says how "enabled" is derived from the spec, which spec paths are its inputs (a change to any
+of them re-runs the module), which modules must run before it and its upstream status key. Playbooks are
+``playbooks/<name>.yaml`` (install/upgrade) and ``playbooks/<name>-uninstall.yaml``; the roles a playbook
+uses are read from it (see fingerprint). Nothing else in the engine names a module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+from installer.spec import Spec, get
+
+Enabled = Callable[[Spec], bool]
+
+#: Spec paths every workload module reads (image repository and global scheduling).
+GLOBAL_INPUTS = ("local_registry", "namespace_override", "zone", "nodeSelector", "tolerations", "affinity")
+
+
+def always(_: Spec) -> bool:
+    return True
+
+
+def flag(path: str, default: bool = False) -> Enabled:
+    """Enabled when the boolean at ``path`` is true."""
+    return lambda spec: get(spec, path, default) is True
+
+
+def any_of(*checks: Enabled) -> Enabled:
+    return lambda spec: any(check(spec) for check in checks)
+
+
+def equals(path: str, value: str) -> Enabled:
+    return lambda spec: get(spec, path) == value
+
+
+def _log_store_needed(spec: Spec) -> bool:
+    return any(get(spec, f"{c}.enabled") is True for c in ("logging", "events", "auditing", "servicemesh"))
+
+
+def _opensearch(spec: Spec) -> bool:
+    return (
+        _log_store_needed(spec)
+        and get(spec, "common.opensearch.enabled", True) is True
+        and not get(spec, "common.opensearch.externalOpensearchHost")
+        and get(spec, "common.es.enabled") is not True
+    )
+
+
+def _minio(spec: Spec) -> bool:
+    wanted = get(spec, "devops.enabled") is True or get(spec, "openpitrix.store.enabled") is True
+    return wanted and not get(spec, "common.s3.endpoint")
+
+
+_LOG_BACKEND = ("common.es", "common.opensearch")
+
+
+@dataclass(frozen=True)
+class Module:
+    """One installable unit of KubeSphere."""
+
+    name: str
+    enabled: Enabled
+    inputs: tuple[str, ...]
+    depends: tuple[str, ...] = ()
+    """Run after these when they are enabled; blocked when one of them fails."""
+    requires: tuple[str, ...] = ()
+    """Must be enabled for this module to be installed; blocked otherwise."""
+    status_key: str | None = None
+    """Dotted key under ``.status`` that upstream tools read (``status.<key>.status: enabled``)."""
+    workloads: bool = True
+    """Whether the module deploys images (so image and scheduling settings are inputs)."""
+
+    @property
+    def playbook(self) -> str:
+        return f"{self.name}.yaml"
+
+    @property
+    def uninstall_playbook(self) -> str:
+        return f"{self.name}-uninstall.yaml"
+
+    @property
+    def all_inputs(self) -> tuple[str, ...]:
+        return self.inputs + (GLOBAL_INPUTS if self.workloads else ())
+
+
+MODULES: tuple[Module, ...] = (
+    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), workloads=False),
+    Module("metrics_server", flag("metrics_server.enabled"), ("metrics_server",), ("preinstall",),
+           status_key="metricsServer"),
+    Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
+           status_key="redis"),
+    Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
+           ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap"),
+    Module("minio", _minio, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio"),
+    Module("opensearch", _opensearch, ("common.opensearch", "persistence.storageClass"), ("preinstall",),
+           status_key="opensearch"),
+    Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
+           ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit"),
+    Module("ks-core", always,
+           ("common.core", "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled",
+            "multicluster.clusterRole", "terminal"),
+           ("preinstall", "redis", "openldap"), status_key="core"),
+    Module("ks-config", always,
+           ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
+            "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
+            "common.s3", "common.notification", "devops", "network", "servicemesh.enabled", "openpitrix",
+            "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
+            "edgeruntime.enabled", "terminal", "gateway"),
+           ("ks-core",), workloads=False),
+    Module("monitoring", always,
+           ("monitoring", "etcd", "common.monitoring", "common.gpu", "persistence.storageClass"),
+           ("preinstall",), status_key="monitoring"),
+    Module("alerting", flag("alerting.enabled"), ("alerting",), ("monitoring",), requires=("monitoring",),
+           status_key="alerting"),
+    Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),
+           ("ks-core", "opensearch", "fluentbit"), status_key="auditing"),
+    Module("devops", flag("devops.enabled"), ("devops", "persistence.storageClass"),
+           ("ks-core", "openldap", "minio"), status_key="devops"),
+    Module("events", flag("events.enabled"), ("events", *_LOG_BACKEND),
+           ("ks-core", "opensearch", "fluentbit"), status_key="events"),
+    Module("logging", flag("logging.enabled"), ("logging", *_LOG_BACKEND),
+           ("ks-core", "opensearch", "fluentbit"), status_key="logging"),
+    Module("multicluster", equals("multicluster.clusterRole", "host"), ("multicluster",), ("ks-core",),
+           status_key="multicluster"),
+    Module("network", equals("network.topology.type", "weave-scope"), ("network.topology",), ("ks-core",),
+           status_key="network.topology"),
+    Module("openpitrix", flag("openpitrix.store.enabled"), ("openpitrix", "common.s3"), ("ks-core", "minio"),
+           status_key="openpitrix"),
+    Module("servicemesh", flag("servicemesh.enabled"), ("servicemesh", *_LOG_BACKEND),
+           ("ks-core", "opensearch"), status_key="servicemesh"),
+    Module("edgeruntime", flag("edgeruntime.enabled"), ("edgeruntime",), ("ks-core",),
+           status_key="edgeruntime"),
+    Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper"),
+    # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to).
+    Module("telemetry", flag("telemetry_enabled"), ("telemetry_enabled",), ("ks-core",), workloads=False),
+)
+
+
+@cache
+def by_name() -> dict[str, Module]:
+    return {m.name: m for m in MODULES}
+
+
+def get_module(name: str) -> Module:
+    return by_name()[name]
+
+
+def dependents(name: str) -> tuple[str, ...]:
+    """Modules that list ``name`` in ``depends`` or ``requires``."""
+    return tuple(m.name for m in MODULES if name in m.depends or name in m.requires)
+
+
+def _check_registry() -> None:
+    names = by_name()
+    for m in MODULES:
+        unknown = set(m.depends + m.requires) - names.keys()
+        if unknown:
+            raise ValueError(f"module {m.name} depends on unknown modules {sorted(unknown)}")
+
+
+_check_registry()

@@ -1,0 +1,110 @@
+"""Run one module's playbook through ansible-runner, streaming progress to the installer log."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from installer.modules import get_module
+from installer.plan import Action, Step
+from installer.settings import Settings
+
+log = logging.getLogger("installer")
+ERROR_TAIL = 2000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    module: str
+    action: Action
+    ok: bool
+    status: str
+    failed_task: str | None = None
+    message: str | None = None
+    tasks: int = 0
+
+
+class _Progress:
+    """ansible-runner event handler: task counters in the log, the first failure remembered."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.tasks = 0
+        self.failed_task: str | None = None
+        self.message: str | None = None
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind, data = event.get("event"), event.get("event_data") or {}
+        if kind == "playbook_on_task_start" and not data.get("is_conditional"):
+            self.tasks += 1
+            log.info("[%s] task %d: %s", self.module, self.tasks, data.get("task", "").strip())
+        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+            if self.failed_task is None:
+                self.failed_task = data.get("task")
+                self.message = _error_text(data.get("res") or {})
+                log.error("[%s] task failed: %s: %s", self.module, self.failed_task, self.message)
+        return True
+
+
+def _error_text(res: dict[str, Any]) -> str:
+    parts = [str(res[k]) for k in ("msg", "stderr", "reason") if res.get(k)]
+    text = "\n".join(parts) or "task failed without a message"
+    return text[-ERROR_TAIL:]
+
+
+class PlaybookRunner:
+    """Runs install/uninstall playbooks with a fresh private_data_dir per run."""
+
+    def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event) -> None:
+        self.settings = settings
+        self.variables = variables
+        self.cancel = cancel
+
+    def run(self, step: Step) -> Outcome:
+        module = get_module(step.module)
+        uninstall = step.action == Action.UNINSTALL
+        playbook = self.settings.playbooks_dir / (module.uninstall_playbook if uninstall else module.playbook)
+        results = self.settings.results_dir
+        shutil.rmtree(results / module.name, ignore_errors=True)
+        results.mkdir(parents=True, exist_ok=True)
+        progress = _Progress(module.name)
+        with tempfile.TemporaryDirectory(prefix=f"ks-{module.name}-") as pdd:
+            extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
+                         "ks_hash": step.hash or ""}
+            result = ansible_runner.run(
+                private_data_dir=pdd,
+                playbook=str(playbook),
+                artifact_dir=str(results),
+                ident=module.name,
+                inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
+                extravars=extravars,
+                envvars=self._env(Path(pdd)),
+                quiet=True,
+                event_handler=progress,
+                cancel_callback=self.cancel.is_set,
+                timeout=self.settings.module_timeout,
+            )
+        ok = result.status == "successful" and result.rc == 0
+        message = progress.message
+        if not ok and message is None:
+            message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
+        return Outcome(module.name, step.action, ok, result.status, progress.failed_task,
+                       None if ok else message, progress.tasks)
+
+    def _env(self, pdd: Path) -> dict[str, str]:
+        return {
+            "ANSIBLE_ROLES_PATH": str(self.settings.roles_dir),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_HOME": str(pdd / ".ansible"),
+            "ANSIBLE_LOCAL_TEMP": str(pdd / "tmp"),
+            "ANSIBLE_RETRY_FILES_ENABLED": "0",
+            "ANSIBLE_DEPRECATION_WARNINGS": "0",
+        }

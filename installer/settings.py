@@ -1,0 +1,56 @@
+"""Runtime settings: the image's paths, overridable by environment variables for local runs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+NAMESPACE = "kubesphere-system"
+CC_NAME = "ks-installer"
+CC_GROUP = "installer.kubesphere.io"
+CC_VERSION = "v1alpha1"
+CC_PLURAL = "clusterconfigurations"
+CC_KIND = "ClusterConfiguration"
+STATE_SECRET = "ks-installer-state"
+LEASE_NAME = "ks-installer"
+FIELD_MANAGER = "ks-installer"
+MODULE_LABEL = "installer.kubesphere.io/module"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "ks-installer"}
+RETRY_ANNOTATION = "installer.kubesphere.io/retry"
+
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _path(var: str, default: str) -> Path:
+    return Path(os.environ.get(var, default))
+
+
+def _source_dir(var: str, default: Path, repo_name: str) -> Path:
+    """The image path, or this checkout's directory when running from source."""
+    if var in os.environ:
+        return Path(os.environ[var])
+    return default if default.exists() or not (_REPO / repo_name).exists() else _REPO / repo_name
+
+
+@dataclass(frozen=True)
+class Settings:
+    base_dir: Path
+    playbooks_dir: Path
+    roles_dir: Path
+    results_dir: Path
+    max_parallel: int
+    module_timeout: int
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        base = _path("KS_BASE_DIR", "/kubesphere")
+        return cls(
+            base_dir=base,
+            playbooks_dir=_source_dir("KS_PLAYBOOKS_DIR", base / "playbooks", "playbooks"),
+            roles_dir=_source_dir("KS_ROLES_DIR", base / "installer" / "roles", "roles"),
+            results_dir=_path("KS_RESULTS_DIR", str(base / "results")),
+            max_parallel=int(os.environ.get("KS_MAX_PARALLEL", "4")),
+            module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
+        )

@@ -1,0 +1,83 @@
+"""The one writer of the cc's status: upstream fields, per-module status and conditions, batched."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from typing import Any
+
+from installer.kube import ClusterConfigurations
+from installer.spec import merge, nested
+
+
+class Phase:
+    INSTALLING = "Installing"
+    UPGRADING = "Upgrading"
+    UNINSTALLING = "Uninstalling"
+    INSTALLED = "Installed"
+    UNINSTALLED = "Uninstalled"
+    FAILED = "Failed"
+    BLOCKED = "Blocked"
+
+
+def now_rfc3339() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def enabled_time() -> str:
+    """Upstream's ``enabledTime`` format (``date +%Y-%m-%dT%H:%M:%S%Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%Z")
+
+
+class StatusWriter:
+    """Collects status changes and writes them as one merge patch per ``flush``."""
+
+    def __init__(self, ccs: ClusterConfigurations, current: dict[str, Any] | None) -> None:
+        self.ccs = ccs
+        self.current = current or {}
+        self.conditions: list[dict[str, Any]] = list(self.current.get("conditions") or [])
+        self.pending: dict[str, Any] = {}
+        self.lock = threading.Lock()
+
+    def update(self, patch: dict[str, Any]) -> None:
+        with self.lock:
+            merge(self.pending, patch)
+
+    def module(self, name: str, phase: str, **fields: Any) -> None:
+        previous = (self.current.get("modules") or {}).get(name) or {}
+        body = {"phase": phase, **fields}
+        if previous.get("phase") != phase:
+            body["lastTransitionTime"] = now_rfc3339()
+        for key in ("message", "failedTask"):
+            body.setdefault(key, None)
+        self.update({"modules": {name: body}})
+        mirror = self.current.setdefault("modules", {}).setdefault(name, {})
+        for key, value in body.items():
+            if value is None:
+                mirror.pop(key, None)
+            else:
+                mirror[key] = value
+
+    def enabled(self, key: str, extra: dict[str, Any] | None = None) -> None:
+        """Upstream ``status.<key>: {status: enabled, enabledTime}``."""
+        self.update(nested(key, {"status": "enabled", "enabledTime": enabled_time(), **(extra or {})}))
+
+    def cleared(self, key: str) -> None:
+        self.update(nested(key, None))
+
+    def condition(self, type_: str, status: bool, reason: str, message: str, generation: int | None) -> None:
+        value = "True" if status else "False"
+        existing = next((c for c in self.conditions if c["type"] == type_), None)
+        changed = existing is None or existing.get("status") != value
+        cond = {"type": type_, "status": value, "reason": reason, "message": message[:32000],
+                "observedGeneration": generation,
+                "lastTransitionTime": now_rfc3339() if changed else existing["lastTransitionTime"]}
+        self.conditions = [c for c in self.conditions if c["type"] != type_] + [cond]
+        self.update({"conditions": self.conditions})
+
+    def flush(self) -> None:
+        with self.lock:
+            pending, self.pending = self.pending, {}
+        if pending:
+            self.ccs.patch_status(pending)

@@ -1,0 +1,54 @@
+#!/usr/bin/python
+"""Ansible module: apply or remove a module's Kubernetes objects (see installer.manifests)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: ks_manifest
+short_description: Server-side apply a set of objects for one installer module, with prune; or delete them.
+options:
+  module: {description: Installer module that owns the objects (label value)., type: str, required: true}
+  state: {description: present applies (and prunes); absent deletes., type: str, default: present}
+  definition: {description: Objects as a list or a multi-document YAML string., type: raw, required: true}
+  prune: {description: Delete owned objects of the same kinds that are no longer rendered., type: bool}
+  wait: {description: Wait for Deployments, StatefulSets and DaemonSets to be ready., type: bool}
+  wait_timeout: {description: Seconds to wait., type: int, default: 600}
+  purge: {description: On absent, also delete PVCs and CRDs., type: bool, default: false}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main() -> None:
+    am = AnsibleModule(
+        argument_spec={
+            "module": {"type": "str", "required": True},
+            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+            "definition": {"type": "raw", "required": True},
+            "prune": {"type": "bool", "default": True},
+            "wait": {"type": "bool", "default": False},
+            "wait_timeout": {"type": "int", "default": 600},
+            "purge": {"type": "bool", "default": False},
+        },
+    )
+    from installer.kube import api_client
+    from installer.manifests import Manifests, load_definitions
+
+    p = am.params
+    try:
+        objects = load_definitions(p["definition"])
+        manifests = Manifests(api_client(), p["module"])
+        if p["state"] == "present":
+            result = manifests.apply(objects, prune=p["prune"])
+            if p["wait"]:
+                manifests.wait_ready(objects, p["wait_timeout"])
+        else:
+            result = manifests.delete(objects, purge=p["purge"], timeout=p["wait_timeout"])
+    except Exception as exc:  # report every API or timeout error as a task failure with its text
+        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
+    am.exit_json(changed=bool(result.changed or result.deleted), applied=result.applied,
+                 updated=result.changed, deleted=result.deleted, kept=result.kept)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Fixtures for running the engine against the simulated cluster."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from installer.settings import (
+    CC_GROUP,
+    CC_NAME,
+    CC_PLURAL,
+    CC_VERSION,
+    LEASE_NAME,
+    MODULE_LABEL,
+    NAMESPACE,
+    STATE_SECRET,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CC = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())
+
+
+@dataclass
+class Installer:
+    """The engine pointed at the simulated cluster, with its own results dir."""
+
+    api: client.ApiClient
+    kubeconfig: str
+    results: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def environ(self, **extra: str) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": self.kubeconfig, "KS_RESULTS_DIR": str(self.results),
+                "KS_BASE_DIR": str(self.results.parent), **self.env, **extra}
+
+    def reconcile(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([sys.executable, "-m", "installer", "reconcile", *args], env=self.environ(),
+                              capture_output=True, text=True, timeout=600, check=False)
+        if check and proc.returncode not in (0, 1):
+            raise AssertionError(f"reconcile crashed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        return proc
+
+    def apply_cc(self, **spec_changes: Any) -> dict[str, Any]:
+        """Create or replace the cc with the default spec plus ``a__b=value`` changes."""
+        cc = copy.deepcopy(DEFAULT_CC)
+        for path, value in spec_changes.items():
+            node = cc["spec"]
+            *parents, leaf = path.split("__")
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = value
+        return self.put_spec(cc["spec"])
+
+    def put_spec(self, spec: Any) -> dict[str, Any]:
+        try:
+            live = self.cc()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            body = copy.deepcopy(DEFAULT_CC)
+            body["spec"] = spec
+            return self.custom.create_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, body)
+        live["spec"] = spec
+        return self.custom.replace_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME,
+                                                            live)
+
+    def cc(self) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME)
+
+    def status(self) -> dict[str, Any]:
+        return self.cc().get("status") or {}
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        return next(c for c in self.status().get("conditions", []) if c["type"] == type_)
+
+    def module_objects(self) -> dict[str, dict[str, str]]:
+        """Labelled stub ConfigMaps by module: their hash and resourceVersion."""
+        items = client.CoreV1Api(self.api).list_config_map_for_all_namespaces(label_selector=MODULE_LABEL).items
+        return {i.metadata.labels[MODULE_LABEL]: {"hash": (i.data or {}).get("hash", ""),
+                                                   "rv": i.metadata.resource_version} for i in items}
+
+    def ran(self, proc: subprocess.CompletedProcess[str]) -> list[str]:
+        """Modules whose playbook ran, from the log lines users see."""
+        return sorted(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("task ")
+                      and " status is " in line)
+
+
+def _reset(api: client.ApiClient) -> None:
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    for call in (
+        lambda: custom.delete_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME),
+        lambda: core.delete_namespaced_secret(STATE_SECRET, NAMESPACE),
+        lambda: client.CoordinationV1Api(api).delete_namespaced_lease(LEASE_NAME, NAMESPACE),
+    ):
+        try:
+            call()
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    core.delete_collection_namespaced_config_map(NAMESPACE, label_selector=MODULE_LABEL)
+
+
+@pytest.fixture(scope="session")
+def installer_crd(sim_cluster: Any) -> None:
+    """The installer manifest's CRD and namespace (the shell-operator Deployment itself is left out)."""
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "kubesphere-installer.yaml").read_text())
+            if d and d["kind"] in ("CustomResourceDefinition", "Namespace")]
+    manifest = sim_cluster.state_dir / "installer-crd.yaml"
+    manifest.write_text(yaml.safe_dump_all(docs))
+    sim_cluster.kubectl("apply", "-f", str(manifest))
+    sim_cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+
+
+@pytest.fixture
+def installer(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None, tmp_path: Path) -> Iterator[Installer]:
+    _reset(kube_api)
+    yield Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "results")
+    _reset(kube_api)

@@ -1,0 +1,237 @@
+"""The engine against the real apiserver: runs only what changed, uninstalls what was disabled."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from installer.settings import NAMESPACE, STATE_SECRET
+
+from .conftest import REPO, Installer
+
+pytestmark = pytest.mark.cluster
+DEFAULT_MODULES = ["ks-config", "ks-core", "monitoring", "preinstall"]
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process and everything under it at once, as a pod kill does (ansible runs in its own pty)."""
+    for p in [pid, *_descendants(pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
+
+
+def _state(installer: Installer) -> dict[str, dict]:
+    data = client.CoreV1Api(installer.api).read_namespaced_secret(STATE_SECRET, NAMESPACE).data or {}
+    return {k: json.loads(base64.b64decode(v)) for k, v in data.items()}
+
+
+def test_first_reconcile_installs_default_modules_and_reports_ready(installer: Installer) -> None:
+    installer.apply_cc()
+    proc = installer.reconcile()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert installer.ran(proc) == DEFAULT_MODULES
+    assert sorted(installer.module_objects()) == DEFAULT_MODULES
+    for module in DEFAULT_MODULES:
+        assert f"Start installing {module}" in proc.stderr
+        stdout = installer.results / module / "stdout"
+        assert "PLAY RECAP" in stdout.read_text(), f"{module} has no Ansible output"
+    assert "Waiting for all tasks to be completed ..." in proc.stderr
+    assert "task ks-core status is successful  (" in proc.stderr
+    status = installer.status()
+    assert status["core"]["status"] == "enabled" and status["core"]["version"] == "v3.4.1"
+    assert status["monitoring"]["status"] == "enabled" and status["monitoring"]["enabledTime"]
+    assert {m: status["modules"][m]["phase"] for m in DEFAULT_MODULES} == dict.fromkeys(DEFAULT_MODULES, "Installed")
+    ready = installer.condition("Ready")
+    assert ready["status"] == "True" and ready["observedGeneration"] == installer.cc()["metadata"]["generation"]
+    assert status["modulesReady"] == "4/4"
+    assert installer.condition("Stalled")["status"] == "False"
+    assert sorted(_state(installer)) == ["_spec", *DEFAULT_MODULES]
+    mirror = (installer.results / "last-applied-configs.yaml").read_text()
+    assert "ks-core" in mirror
+
+
+def test_unchanged_spec_runs_no_playbook(installer: Installer) -> None:
+    installer.apply_cc()
+    installer.reconcile()
+    before = installer.module_objects()
+    stdout = installer.results / "monitoring" / "stdout"
+    mtime = stdout.stat().st_mtime_ns
+    proc = installer.reconcile()
+    assert proc.returncode == 0
+    assert installer.ran(proc) == []
+    assert "Start installing" not in proc.stderr and "Plan: nothing to do" in proc.stderr
+    assert installer.module_objects() == before
+    assert stdout.stat().st_mtime_ns == mtime
+
+
+def test_etcd_monitoring_reruns_only_monitoring(installer: Installer) -> None:
+    installer.apply_cc()
+    installer.reconcile()
+    before = installer.module_objects()
+    installer.apply_cc(etcd__monitoring=True)
+    proc = installer.reconcile()
+    assert installer.ran(proc) == ["monitoring"]
+    assert "[monitoring] etcd.monitoring: false -> true" in proc.stderr
+    after = installer.module_objects()
+    assert after["monitoring"]["hash"] != before["monitoring"]["hash"]
+    assert {m: after[m] for m in after if m != "monitoring"} == {m: before[m] for m in before if m != "monitoring"}
+
+
+def test_disable_uninstalls_and_enable_reinstalls(installer: Installer) -> None:
+    installer.apply_cc(gatekeeper={"enabled": True})
+    installer.reconcile()
+    assert "gatekeeper" in installer.module_objects()
+    assert installer.status()["gatekeeper"]["status"] == "enabled"
+    others = {m: v for m, v in installer.module_objects().items() if m != "gatekeeper"}
+
+    installer.apply_cc(gatekeeper={"enabled": False})
+    proc = installer.reconcile()
+    assert installer.ran(proc) == ["gatekeeper"]
+    assert "Start uninstalling gatekeeper" in proc.stderr
+    assert "gatekeeper" not in installer.module_objects()
+    assert installer.module_objects() == others
+    status = installer.status()
+    assert "gatekeeper" not in status and status["modules"]["gatekeeper"]["phase"] == "Uninstalled"
+    assert "gatekeeper" not in _state(installer)
+
+    installer.apply_cc(gatekeeper={"enabled": True})
+    proc = installer.reconcile()
+    assert installer.ran(proc) == ["gatekeeper"]
+    assert "gatekeeper" in installer.module_objects()
+    assert installer.status()["gatekeeper"]["status"] == "enabled"
+
+
+def test_derived_opensearch_is_uninstalled_with_its_last_consumer(installer: Installer) -> None:
+    installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}})
+    proc = installer.reconcile()
+    assert {"fluentbit", "logging", "opensearch"} <= set(installer.ran(proc))
+    installer.apply_cc()
+    proc = installer.reconcile()
+    assert installer.ran(proc) == ["fluentbit", "ks-config", "logging", "opensearch"]
+    stderr = proc.stderr
+    assert stderr.index("Start uninstalling logging") < stderr.index("task logging status")
+    assert stderr.index("task logging status") < stderr.index("Start uninstalling opensearch")
+    assert not {"fluentbit", "logging", "opensearch"} & set(installer.module_objects())
+
+
+def test_failed_module_blocks_dependents_and_is_retried(installer: Installer, tmp_path: Path) -> None:
+    playbooks = tmp_path / "playbooks"
+    shutil.copytree(REPO / "playbooks", playbooks)
+    (playbooks / "opensearch.yaml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - name: OpenSearch | Install the cluster\n"
+        "      ansible.builtin.fail:\n        msg: opensearch-master did not become ready\n")
+    installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks)
+    installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}})
+    proc = installer.reconcile()
+    assert proc.returncode == 0  # reported in status, not a crash
+    modules = installer.status()["modules"]
+    assert modules["opensearch"]["phase"] == "Failed"
+    assert modules["opensearch"]["failedTask"] == "OpenSearch | Install the cluster"
+    assert "opensearch-master did not become ready" in modules["opensearch"]["message"]
+    assert modules["opensearch"]["attempts"] == 1 and modules["opensearch"]["nextRetryTime"]
+    assert modules["logging"]["phase"] == "Blocked" and "opensearch" in modules["logging"]["message"]
+    assert modules["fluentbit"]["phase"] == "Installed"  # independent of the failure
+    assert "Task 'opensearch' failed" in proc.stderr
+    ready = installer.condition("Ready")
+    assert ready["status"] == "False" and "opensearch" in ready["message"]
+
+    shutil.copy(REPO / "playbooks" / "opensearch.yaml", playbooks / "opensearch.yaml")
+    proc = installer.reconcile()
+    assert installer.ran(proc) == ["logging", "opensearch"]
+    assert installer.condition("Ready")["status"] == "True"
+    assert installer.status()["modules"]["opensearch"]["phase"] == "Installed"
+    assert "attempts" not in installer.status()["modules"]["opensearch"]
+
+
+@pytest.mark.parametrize("spec_change, field", [
+    ({"etcd__monitoring": "yes"}, "etcd.monitoring"),
+    ({"multicluster__clusterRole": "hub"}, "multicluster.clusterRole"),
+    ({"persistence__storageClass": "; rm -rf /"}, "persistence.storageClass"),
+    ({"local_registry": "{{ lookup('pipe','id') }}"}, "local_registry"),
+])
+def test_bad_spec_is_stalled_and_changes_nothing(installer: Installer, spec_change: dict, field: str) -> None:
+    installer.apply_cc()
+    installer.reconcile()
+    objects, state = installer.module_objects(), _state(installer)
+    installer.apply_cc(**spec_change)
+    proc = installer.reconcile()
+    assert proc.returncode == 0
+    assert installer.ran(proc) == []
+    stalled = installer.condition("Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec" and field in stalled["message"]
+    assert installer.condition("Ready")["status"] == "False"
+    assert field in proc.stderr
+    assert installer.module_objects() == objects and _state(installer) == state
+
+
+def test_forbidden_transition_host_to_none(installer: Installer) -> None:
+    installer.apply_cc(multicluster={"clusterRole": "host"})
+    installer.reconcile()
+    assert "multicluster" in installer.module_objects()
+    installer.apply_cc(multicluster={"clusterRole": "none"})
+    proc = installer.reconcile()
+    assert installer.ran(proc) == []
+    assert "multicluster" in installer.module_objects()
+    assert "multicluster.clusterRole" in installer.condition("Stalled")["message"]
+
+
+def test_sigkill_mid_run_then_rerun_completes(installer: Installer) -> None:
+    installer.apply_cc()
+    installer.reconcile()
+    installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}},
+                       gatekeeper={"enabled": True})
+    proc = subprocess.Popen([sys.executable, "-m", "installer", "reconcile"], env=installer.environ(),
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stderr:
+        if line.startswith("task ") or time.monotonic() > deadline:
+            break  # at least one module finished and others are running
+    _kill_tree(proc.pid)
+    proc.wait()
+    state = _state(installer)  # the store is readable: every entry whole
+    assert all("hash" in v for k, v in state.items() if not k.startswith("_"))
+    # The lease of the killed run expires; a new run waits for it rather than running concurrently.
+    client.CoordinationV1Api(installer.api).patch_namespaced_lease(
+        "ks-installer", NAMESPACE, {"spec": {"renewTime": "2000-01-01T00:00:00.000000Z"}})
+    rerun = installer.reconcile()
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "Start uninstalling" not in rerun.stderr
+    assert installer.condition("Ready")["status"] == "True"
+    assert {"fluentbit", "gatekeeper", "logging", "opensearch", *DEFAULT_MODULES} == set(installer.module_objects())
+    assert set(installer.ran(rerun)).isdisjoint(set(state) - {"_spec", "ks-config"})
+
+
+def test_forced_full_run_reruns_every_enabled_module(installer: Installer) -> None:
+    installer.apply_cc()
+    installer.reconcile()
+    proc = installer.reconcile("--all")
+    assert installer.ran(proc) == DEFAULT_MODULES

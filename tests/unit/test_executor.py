@@ -1,0 +1,114 @@
+"""The DAG executor, the hook binding and retry backoff: pure logic."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from installer.executor import Events, execute
+from installer.plan import Action, Plan, Step
+from installer.reconcile import backoff_seconds, due_for_retry
+from installer.runner import Outcome
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Recorder(Events):
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def started(self, step: Step) -> None:
+        self.log.append(f"start {step.module}")
+
+    def finished(self, step: Step, outcome: Outcome) -> None:
+        self.log.append(f"{'ok' if outcome.ok else 'fail'} {step.module}")
+
+    def blocked(self, step: Step, because: list[str]) -> None:
+        self.log.append(f"blocked {step.module} by {','.join(because)}")
+
+
+def _plan(**actions: Action) -> Plan:
+    return Plan(tuple(Step(name.replace("_", "-") if name == "ks_core" else name, action)
+                      for name, action in actions.items()))
+
+
+def test_dependencies_run_first_and_failures_block_dependents() -> None:
+    plan = _plan(preinstall=Action.INSTALL, ks_core=Action.INSTALL, opensearch=Action.INSTALL,
+                 fluentbit=Action.INSTALL, logging=Action.INSTALL, monitoring=Action.INSTALL)
+    events = Recorder()
+
+    def run(step: Step) -> Outcome:
+        return Outcome(step.module, step.action, step.module != "opensearch", "done")
+
+    outcomes = execute(plan, run, events, max_parallel=2)
+    log = events.log
+    assert log.index("ok preinstall") < log.index("start ks-core")
+    assert "blocked logging by opensearch" in log
+    assert "logging" not in outcomes
+    assert outcomes["fluentbit"].ok and outcomes["monitoring"].ok
+
+
+def test_parallelism_is_capped() -> None:
+    plan = _plan(redis=Action.INSTALL, openldap=Action.INSTALL, minio=Action.INSTALL, gatekeeper=Action.INSTALL,
+                 metrics_server=Action.INSTALL)
+    lock, running, peak = threading.Lock(), [0], [0]
+
+    def run(step: Step) -> Outcome:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return Outcome(step.module, step.action, True, "done")
+
+    execute(plan, run, Recorder(), max_parallel=2)
+    assert peak[0] == 2
+
+
+def test_uninstall_runs_dependents_first_and_crash_is_a_failure() -> None:
+    plan = _plan(opensearch=Action.UNINSTALL, logging=Action.UNINSTALL, gatekeeper=Action.INSTALL)
+    events = Recorder()
+
+    def run(step: Step) -> Outcome:
+        if step.module == "gatekeeper":
+            raise RuntimeError("boom")
+        return Outcome(step.module, step.action, True, "done")
+
+    outcomes = execute(plan, run, events)
+    assert events.log.index("ok logging") < events.log.index("start opensearch")
+    assert not outcomes["gatekeeper"].ok and "boom" in (outcomes["gatekeeper"].message or "")
+
+
+def test_backoff_doubles_and_caps() -> None:
+    assert [backoff_seconds(n) for n in (1, 2, 3)] == [30, 60, 120]
+    assert backoff_seconds(50) == 1800
+
+
+def test_due_for_retry_only_lists_failed_modules_past_their_backoff() -> None:
+    now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    status = {"modules": {
+        "a": {"phase": "Failed", "nextRetryTime": "2026-01-01T11:59:00Z"},
+        "b": {"phase": "Failed", "nextRetryTime": "2026-01-01T12:05:00Z"},
+        "c": {"phase": "Installed"},
+    }}
+    assert due_for_retry(status, now) == ["a"]
+    assert due_for_retry(None, now) == []
+
+
+def test_hook_config_is_a_shell_operator_v1_binding() -> None:
+    out = subprocess.run([sys.executable, str(REPO / "hooks" / "kubesphere" / "installRunner.py"), "--config"],
+                         capture_output=True, text=True, check=True).stdout
+    config = json.loads(out)
+    assert config["configVersion"] == "v1"
+    watch = config["kubernetes"][0]
+    assert watch["apiVersion"] == "installer.kubesphere.io/v1alpha1" and watch["kind"] == "ClusterConfiguration"
+    assert watch["nameSelector"] == {"matchNames": ["ks-installer"]}
+    assert watch["namespace"] == {"nameSelector": {"matchNames": ["kubesphere-system"]}}
+    assert watch["jqFilter"] == ".spec" and watch["executeHookOnEvent"] == ["Added", "Modified"]
+    assert config["schedule"][0]["crontab"]
