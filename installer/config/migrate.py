@@ -152,12 +152,12 @@ def migrate_openpitrix_store(spec: Spec) -> str | None:
 def migrate_networkpolicy(spec: Spec) -> str | None:
     """Top-level ``networkpolicy`` -> ``network.networkpolicy`` (plus ``ippool``/``topology`` ``none``)."""
     legacy = spec.get("networkpolicy", _MISSING)
-    if legacy is _MISSING:
-        return None
+    if not isinstance(legacy, dict | None):
+        return None  # not the legacy shape: validation reports it
     network = _section(spec, "network", create=True)
     if network is None:
         return None
-    enabled = legacy.get("enabled", False) if isinstance(legacy, dict) else False
+    enabled = (legacy or {}).get("enabled", False)
     network.setdefault("networkpolicy", {"enabled": enabled})
     network.setdefault("ippool", {"type": "none"})
     network.setdefault("topology", {"type": "none"})
@@ -186,12 +186,12 @@ def add_servicemesh_istio(spec: Spec) -> str | None:
 def migrate_kubeedge(spec: Spec) -> str | None:
     """Top-level ``kubeedge`` (pre-v3.3) -> ``edgeruntime.kubeedge`` with the external iptables-manager."""
     legacy = spec.get("kubeedge", _MISSING)
-    if legacy is _MISSING:
-        return None
+    if not isinstance(legacy, dict | None):
+        return None  # not the legacy shape: validation reports it
     del spec["kubeedge"]
     if "edgeruntime" in spec:
         return "dropped legacy kubeedge (edgeruntime is already set)"
-    kubeedge = {k: v for k, v in legacy.items() if k != "edgeWatcher"} if isinstance(legacy, dict) else {}
+    kubeedge = {k: v for k, v in (legacy or {}).items() if k != "edgeWatcher"}
     kubeedge.setdefault("enabled", False)
     kubeedge.setdefault("iptables-manager", {"enabled": True, "mode": "external"})
     spec["edgeruntime"] = {"enabled": kubeedge["enabled"], "kubeedge": kubeedge}

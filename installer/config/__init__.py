@@ -1,0 +1,38 @@
+"""The ClusterConfiguration spec: defaults, legacy-key migration, validation and secret redaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from installer.config.defaults import apply_defaults, default_spec
+from installer.config.migrate import migrate
+from installer.config.secrets import SECRET_PATHS, redact
+from installer.config.validate import SpecError, validate, validate_transition
+
+__all__ = ["SECRET_PATHS", "Prepared", "SpecError", "apply_defaults", "default_spec", "migrate", "prepare", "redact",
+           "validate", "validate_transition"]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A spec ready to plan with: migrated and defaulted, plus what was migrated and what is wrong."""
+
+    spec: dict[str, Any]
+    migrations: list[str] = field(default_factory=list)
+    errors: list[SpecError] = field(default_factory=list)
+
+
+def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None) -> Prepared:
+    """Migrate, validate (the user's keys and the defaulted result) and check the transition from
+    ``previous_spec`` (the last applied spec). ``spec`` is the defaulted spec; act on it only if
+    ``errors`` is empty."""
+    if not isinstance(raw_spec, dict):
+        kind = "null" if raw_spec is None else type(raw_spec).__name__
+        return Prepared({}, [], [SpecError("spec", f"must be an object (mapping); got {kind}")])
+    migrated, migrations = migrate(raw_spec)
+    errors = validate(migrated)
+    spec = apply_defaults(migrated)
+    errors += [e for e in validate(spec) if e not in errors]
+    errors += validate_transition(previous_spec, spec)
+    return Prepared(spec, migrations, errors)

@@ -1,0 +1,199 @@
+"""Validate a spec against ``schema.yaml``, forbid Jinja anywhere, and check role transitions.
+
+Messages name the field, what it must be and (for non-secret scalars) the offending value::
+
+    multicluster.clusterRole: must be one of "host", "member", "none"; got "hub"
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator, ValidationError, validators
+
+from installer.config.secrets import is_secret
+
+JINJA_DELIMITERS = ("{{", "{%", "{#")
+_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_MAX_SHOWN = 60
+
+
+@dataclass(frozen=True)
+class SpecError:
+    """One problem in the spec: ``path`` is dotted (``common.gpu.kinds[0].resourceName``)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def _full_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """``pattern`` must match the whole string (``$`` alone would accept a trailing newline)."""
+    if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = validators.extend(Draft202012Validator, {"pattern": _full_pattern})
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The spec JSON Schema (package data ``installer/config/schema.yaml``)."""
+    text = resources.files("installer.config").joinpath("schema.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+@cache
+def _validator() -> Any:
+    return _Validator(schema())
+
+
+def format_path(parts: Iterable[Any]) -> str:
+    """``["common", "gpu", "kinds", 0, "resourceName"]`` -> ``common.gpu.kinds[0].resourceName``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif isinstance(part, str) and _SIMPLE_KEY.match(part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out
+
+
+def _shown(value: Any, path: str) -> str | None:
+    """A scalar as it appears in a message; ``None`` for secrets and whole objects/lists."""
+    if is_secret(path) or isinstance(value, dict | list):
+        return None
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 4] + '..."'
+
+
+def _got(value: Any, path: str, with_type: bool) -> str:
+    shown = _shown(value, path)
+    if shown is None:
+        return f"; got {_type_name(value)}" + (" (value hidden: secret field)" if is_secret(path) else "")
+    return f"; got {_type_name(value)} {shown}" if with_type else f"; got {shown}"
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
+            dict: "object", list: "list"}.get(type(value), type(value).__name__)
+
+
+def _choices(values: Iterable[Any]) -> str:
+    return ", ".join(json.dumps(v) for v in values)
+
+
+def _unknown_fields(err: ValidationError, path: list[Any]) -> Iterator[SpecError]:
+    known = list(err.schema.get("properties", {}))
+    by_lower = {k.lower(): k for k in known}
+    for key in err.instance:
+        if key in known:
+            continue
+        where = format_path([*path, key])
+        close = difflib.get_close_matches(str(key).lower(), list(by_lower), n=1, cutoff=0.6)
+        hint = f'; did you mean "{by_lower[close[0]]}"?' if close else ""
+        if not hint and len(known) <= 12:
+            hint = f"; known fields: {', '.join(known)}"
+        section = f" in {format_path(path)}" if path else ""
+        yield SpecError(where, f"unknown field {json.dumps(str(key))}{section}{hint}")
+
+
+def _message(err: ValidationError, path: str) -> str:
+    schema, value, kind = err.schema, err.instance, err.validator
+    got = _got(value, path, with_type=kind == "type")
+    if kind == "enum":
+        return f"must be one of {_choices(err.validator_value)}{got}"
+    if kind == "type" and "enum" in schema:
+        return f"must be one of {_choices(schema['enum'])}{got}"
+    if "title" in schema:
+        return f"must be {schema['title']}{got}"
+    if kind == "type":
+        expected = err.validator_value if isinstance(err.validator_value, str) else " or ".join(err.validator_value)
+        return f"expected {'a boolean (true or false)' if expected == 'boolean' else expected}{got}"
+    if kind == "minimum":
+        return f"must be >= {err.validator_value}{got}"
+    if kind == "maximum":
+        return f"must be <= {err.validator_value}{got}"
+    return f"is invalid ({kind}){got}"
+
+
+def _schema_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
+    for err in _validator().iter_errors(spec):
+        parts = list(err.absolute_path)
+        if err.validator == "additionalProperties":
+            yield from _unknown_fields(err, parts)
+        elif err.validator == "required":
+            for name in err.validator_value:
+                if isinstance(err.instance, dict) and name not in err.instance:
+                    yield SpecError(format_path([*parts, name]), "missing required field")
+        else:
+            path = format_path(parts) or "spec"
+            yield SpecError(path, _message(err, path))
+
+
+def _has_jinja(text: str) -> bool:
+    return any(d in text for d in JINJA_DELIMITERS)
+
+
+def _jinja_errors(node: Any, parts: list[Any]) -> Iterator[SpecError]:
+    """Every string (value or key) holding ``{{``, ``{%`` or ``{#``: Ansible would template it."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str) and _has_jinja(key):
+                yield SpecError(format_path([*parts, key]), "field names must not contain Jinja delimiters")
+            yield from _jinja_errors(value, [*parts, key])
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _jinja_errors(item, [*parts, i])
+    elif isinstance(node, str) and _has_jinja(node):
+        yield SpecError(format_path(parts) or "spec",
+                        "must not contain Jinja delimiters ({{, {% or {#): spec values become Ansible variables")
+
+
+def validate(spec: dict[str, Any]) -> list[SpecError]:
+    """Every problem in ``spec``, sorted by path. An empty list means valid."""
+    if not isinstance(spec, dict):
+        return [SpecError("spec", f"must be an object (mapping); got {_type_name(spec)}")]
+    by_path = {e.path: e for e in _jinja_errors(spec, [])}
+    for err in _schema_errors(spec):
+        by_path.setdefault(err.path, err)  # one error per field: Jinja first, then the first schema error
+    return sorted(by_path.values(), key=lambda e: e.path)
+
+
+#: clusterRole changes the installer cannot carry out in place (upstream kubesphere#4229).
+_FORBIDDEN_ROLE_CHANGES = {
+    ("host", "member"): "a host cluster cannot be turned into a member in place",
+    ("host", "none"): "a host cluster cannot be turned back into a standalone cluster in place",
+    ("member", "host"): "a member cluster cannot be promoted to host in place",
+}
+
+
+def _role(spec: dict[str, Any] | None) -> Any:
+    multicluster = spec.get("multicluster") if isinstance(spec, dict) else None
+    return multicluster.get("clusterRole", "none") if isinstance(multicluster, dict) else "none"
+
+
+def validate_transition(previous: dict[str, Any] | None, current: dict[str, Any]) -> list[SpecError]:
+    """Changes from the last applied spec that are not allowed (``multicluster.clusterRole``)."""
+    if previous is None:
+        return []
+    before, after = _role(previous), _role(current)
+    why = _FORBIDDEN_ROLE_CHANGES.get((before, after)) if isinstance(before, str) and isinstance(after, str) else None
+    if why is None:
+        return []
+    return [SpecError("multicluster.clusterRole",
+                      f"cannot change from {json.dumps(before)} to {json.dumps(after)}: {why} "
+                      f"(upstream kubesphere/kubesphere#4229); set it back to {json.dumps(before)}, "
+                      "or uninstall KubeSphere and reinstall with the new role")]
