@@ -73,6 +73,8 @@ class Module:
     """Dotted key under ``.status`` that upstream tools read (``status.<key>.status: enabled``)."""
     workloads: bool = True
     """Whether the module deploys images (so image and scheduling settings are inputs)."""
+    console: bool = False
+    """The console needs it: the welcome box is printed once every console module is installed."""
 
     @property
     def playbook(self) -> str:
@@ -88,7 +90,8 @@ class Module:
 
 
 MODULES: tuple[Module, ...] = (
-    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), workloads=False),
+    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), workloads=False,
+           console=True),
     Module("metrics_server", flag("metrics_server.enabled"), ("metrics_server",), ("preinstall",),
            status_key="metricsServer"),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
@@ -103,14 +106,14 @@ MODULES: tuple[Module, ...] = (
     Module("ks-core", always,
            ("common.core", "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled",
             "multicluster.clusterRole", "terminal"),
-           ("preinstall", "redis", "openldap"), status_key="core"),
+           ("preinstall", "redis", "openldap"), status_key="core", console=True),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
             "common.s3", "common.notification", "devops", "network", "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
             "edgeruntime.enabled", "terminal", "gateway"),
-           ("ks-core",), workloads=False),
+           ("ks-core",), workloads=False, console=True),
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring", "common.gpu", "persistence.storageClass"),
            ("preinstall",), status_key="monitoring"),

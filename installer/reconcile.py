@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from installer import KS_VERSION, __version__
 from installer.config import SpecError, prepare
@@ -22,6 +23,7 @@ from installer.runner import Outcome, PlaybookRunner
 from installer.settings import NAMESPACE, Settings
 from installer.state import StateStore, write_mirror
 from installer.status import Phase, StatusWriter, now_rfc3339
+from installer.welcome import ConsoleNotReady, welcome
 
 log = logging.getLogger("installer")
 RULE = "*" * 50
@@ -106,6 +108,9 @@ class Reconciler(Events):
         self.store.save_spec(spec)
         plan = build_plan(spec, self.records, self.files, force=force)
         self.spec = spec
+        self.plan_ = plan
+        self.outcomes_: dict[str, Outcome] = {}
+        self.welcome_thread: threading.Thread | None = None
         self.total = len(plan.runnable)
         self.done = 0
         self._log_plan(plan)
@@ -125,6 +130,10 @@ class Reconciler(Events):
             outcomes = execute(plan, runner.run, self, self.settings.max_parallel)
             log.info(RULE)
             log.info("Collecting installation results ...")
+        if self.welcome_thread is None and not self.settings.running_file.exists():
+            self._maybe_welcome()  # e.g. after a pod restart: nothing ran, but the file is gone
+        if self.welcome_thread is not None:
+            self.welcome_thread.join()
         self._finish(plan, outcomes)
         return Result(plan, outcomes)
 
@@ -139,6 +148,7 @@ class Reconciler(Events):
 
     def finished(self, step: Step, outcome: Outcome) -> None:
         self.done += 1
+        self.outcomes_[step.module] = outcome
         state = "successful" if outcome.ok else "failed"
         log.info("task %s status is %s  (%d/%d)", step.module, state, self.done, self.total)
         module = get_module(step.module)
@@ -156,7 +166,31 @@ class Reconciler(Events):
             self.records[step.module] = record
             self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None, nextRetryTime=None)
             if module.status_key:
-                self.status.enabled(module.status_key, {"version": KS_VERSION} if module.name == "ks-core" else None)
+                self.status.enabled(module.status_key)
+            self._maybe_welcome()
+        self.status.flush()
+
+    def _maybe_welcome(self) -> None:
+        """Start the result step once every console module is installed and none is still to run."""
+        console = [m.name for m in MODULES if m.console]
+        to_run = {s.module for s in self.plan_.runnable}
+        if self.welcome_thread or any(n not in self.records for n in console):
+            return
+        if any(n in to_run and n not in self.outcomes_ for n in console):
+            return
+        self.welcome_thread = threading.Thread(target=self._welcome, name="welcome")
+        self.welcome_thread.start()
+
+    def _welcome(self) -> None:
+        try:
+            welcome(self.api, self.settings.running_file, self.settings.console_timeout)
+        except (ConsoleNotReady, ApiException) as exc:
+            log.error("Failed to show the console: %s", exc)
+            self.status.condition("ConsoleReady", False, "NotAvailable", str(exc), self.generation)
+        else:
+            self.status.update({"core": {"version": KS_VERSION}})
+            self.status.condition("ConsoleReady", True, "Available", "ks-apiserver and ks-console are Available",
+                                  self.generation)
         self.status.flush()
 
     def blocked(self, step: Step, because: list[str]) -> None:

@@ -42,6 +42,12 @@ class Settings:
     results_dir: Path
     max_parallel: int
     module_timeout: int
+    console_timeout: int
+
+    @property
+    def running_file(self) -> Path:
+        """The welcome text, where KubeKey looks for it (``/kubesphere/playbooks/kubesphere_running``)."""
+        return self.base_dir / "playbooks" / "kubesphere_running"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -53,4 +59,5 @@ class Settings:
             results_dir=_path("KS_RESULTS_DIR", str(base / "results")),
             max_parallel=int(os.environ.get("KS_MAX_PARALLEL", "4")),
             module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
+            console_timeout=int(os.environ.get("KS_CONSOLE_TIMEOUT", "900")),
         )

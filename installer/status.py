@@ -1,4 +1,6 @@
-"""The one writer of the cc's status: upstream fields, per-module status and conditions, batched."""
+"""The one writer of the cc's status: upstream fields, per-module status and conditions, batched.
+
+Thread-safe: the reconcile and its welcome step share one writer."""
 
 from __future__ import annotations
 
@@ -38,13 +40,17 @@ class StatusWriter:
         self.current = current or {}
         self.conditions: list[dict[str, Any]] = list(self.current.get("conditions") or [])
         self.pending: dict[str, Any] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     def update(self, patch: dict[str, Any]) -> None:
         with self.lock:
             merge(self.pending, patch)
 
     def module(self, name: str, phase: str, **fields: Any) -> None:
+        with self.lock:
+            self._module(name, phase, fields)
+
+    def _module(self, name: str, phase: str, fields: dict[str, Any]) -> None:
         previous = (self.current.get("modules") or {}).get(name) or {}
         body = {"phase": phase, **fields}
         if previous.get("phase") != phase:
@@ -67,6 +73,10 @@ class StatusWriter:
         self.update(nested(key, None))
 
     def condition(self, type_: str, status: bool, reason: str, message: str, generation: int | None) -> None:
+        with self.lock:
+            self._condition(type_, status, reason, message, generation)
+
+    def _condition(self, type_: str, status: bool, reason: str, message: str, generation: int | None) -> None:
         value = "True" if status else "False"
         existing = next((c for c in self.conditions if c["type"] == type_), None)
         changed = existing is None or existing.get("status") != value

@@ -1,0 +1,110 @@
+"""The result step: once the console's modules are installed, wait for it, then print the welcome box.
+
+The box goes to the log and to ``<base>/playbooks/kubesphere_running`` (KubeKey polls that file, CI greps
+the log for ``Welcome to KubeSphere``). The admin password is shown only when it is the documented
+default; otherwise the box says where to read it, so no secret reaches the log.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from pathlib import Path
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from installer.settings import NAMESPACE
+
+log = logging.getLogger("installer")
+DEFAULT_PASSWORD = "P@88w0rd"  # upstream's documented default, printed by the original installer too
+CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
+RULE = "#" * 53
+
+
+class ConsoleNotReady(RuntimeError):
+    pass
+
+
+def _available(apps: client.AppsV1Api, name: str) -> bool:
+    try:
+        dep = apps.read_namespaced_deployment(name, NAMESPACE)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    conds = (dep.status and dep.status.conditions) or []
+    return any(c.type == "Available" and c.status == "True" for c in conds)
+
+
+def wait_for_console(api: client.ApiClient, timeout: float) -> None:
+    apps = client.AppsV1Api(api)
+    deadline = time.monotonic() + timeout
+    while True:
+        pending = [d for d in CONSOLE_DEPLOYMENTS if not _available(apps, d)]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise ConsoleNotReady(f"{', '.join(pending)} not Available after {int(timeout)}s")
+        time.sleep(2)
+
+
+def console_address(api: client.ApiClient) -> str:
+    core = client.CoreV1Api(api)
+    svc = core.read_namespaced_service("ks-console", NAMESPACE)
+    port = next((p.node_port for p in svc.spec.ports if p.node_port), None)
+    nodes = sorted(core.list_node().items, key=lambda n: n.metadata.name)
+    ip = next((a.address for n in nodes for a in (n.status.addresses or []) if a.type == "InternalIP"), None)
+    if port and ip:
+        return f"http://{ip}:{port}"
+    return f"http://{svc.spec.cluster_ip}:{svc.spec.ports[0].port} (service ks-console, type {svc.spec.type})"
+
+
+def password_line(api: client.ApiClient) -> str:
+    try:
+        data = client.CoreV1Api(api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data or {}
+    except ApiException:
+        data = {}
+    raw = data.get("initAdminPassword")
+    if raw is None or base64.b64decode(raw).decode() == DEFAULT_PASSWORD:
+        return f"Password: {DEFAULT_PASSWORD}"
+    return "Password: the initAdminPassword key of Secret kubesphere-system/kubesphere-secret"
+
+
+def render(address: str, password: str, now: str) -> str:
+    return "\n".join([
+        RULE,
+        "###              Welcome to KubeSphere!           ###",
+        RULE,
+        "",
+        f"Console: {address}",
+        "Account: admin",
+        password,
+        "",
+        "NOTES：",  # noqa: RUF001 - upstream text, byte for byte
+        "  1. After you log into the console, please check the",
+        "     monitoring status of service components in",
+        '     "Cluster Management". If any service is not',
+        "     ready, please wait patiently until all components",
+        "     are up and running.",
+        "  2. Please change the default password after login.",
+        "",
+        RULE,
+        f"https://kubesphere.io             {now}",
+        RULE,
+        "",
+    ])
+
+
+def welcome(api: client.ApiClient, running_file: Path, timeout: float) -> str:
+    """Wait for the console, write ``kubesphere_running`` and log the box; return the text."""
+    wait_for_console(api, timeout)
+    text = render(console_address(api), password_line(api), time.strftime("%Y-%m-%d %H:%M:%S"))
+    running_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = running_file.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(running_file)
+    for line in text.splitlines():
+        log.info("%s", line)
+    return text
