@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -100,7 +101,10 @@ class PlaybookRunner:
                        None if ok else message, progress.tasks)
 
     def _env(self, pdd: Path) -> dict[str, str]:
+        # ansible-playbook is installed beside the interpreter that runs the engine.
+        path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
         return {
+            "PATH": path,
             "ANSIBLE_ROLES_PATH": str(self.settings.roles_dir),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_HOME": str(pdd / ".ansible"),

@@ -1,0 +1,63 @@
+"""Module hashes: inputs, the files a playbook really uses, and readable change descriptions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from installer.changes import describe_changes
+from installer.fingerprint import files_digest, inputs_of, module_hash, roles_used
+from installer.modules import get_module
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    playbooks, roles = tmp_path / "playbooks", tmp_path / "roles"
+    (playbooks / "library").mkdir(parents=True)
+    (playbooks / "library" / "ks_manifest.py").write_text("# module\n")
+    (playbooks / "gatekeeper.yaml").write_text("- hosts: localhost\n  roles:\n    - base\n    - role: gk\n")
+    for role, tasks in {"base": "- debug: msg=x\n",
+                        "gk": "- include_role:\n    name: shared\n",
+                        "shared": "- debug: msg=y\n",
+                        "unrelated": "- debug: msg=z\n"}.items():
+        (roles / role / "tasks").mkdir(parents=True)
+        (roles / role / "tasks" / "main.yaml").write_text(tasks)
+    (roles / "gk" / "meta").mkdir()
+    (roles / "gk" / "meta" / "main.yaml").write_text("dependencies:\n  - role: dep\n")
+    (roles / "dep" / "tasks").mkdir(parents=True)
+    (roles / "dep" / "tasks" / "main.yaml").write_text("- debug: msg=d\n")
+    return playbooks, roles
+
+
+def test_roles_used_follows_includes_and_meta_dependencies(tmp_path: Path) -> None:
+    playbooks, roles = _tree(tmp_path)
+    assert roles_used(playbooks / "gatekeeper.yaml", roles) == ["base", "dep", "gk", "shared"]
+
+
+def test_files_digest_changes_only_with_files_the_module_uses(tmp_path: Path) -> None:
+    playbooks, roles = _tree(tmp_path)
+    module = get_module("gatekeeper")
+    before = files_digest.__wrapped__(module, playbooks, roles)
+    (roles / "unrelated" / "tasks" / "main.yaml").write_text("- debug: msg=changed\n")
+    assert files_digest.__wrapped__(module, playbooks, roles) == before
+    (roles / "dep" / "tasks" / "main.yaml").write_text("- debug: msg=changed\n")
+    assert files_digest.__wrapped__(module, playbooks, roles) != before
+
+
+def test_hash_depends_on_inputs_only_through_the_module_paths() -> None:
+    module = get_module("monitoring")
+    base = {"etcd": {"monitoring": False}, "devops": {"enabled": False}}
+    h = module_hash(module, inputs_of(module, base), "files")
+    assert module_hash(module, inputs_of(module, {**base, "devops": {"enabled": True}}), "files") == h
+    assert module_hash(module, inputs_of(module, {**base, "etcd": {"monitoring": True}}), "files") != h
+    assert module_hash(module, inputs_of(module, base), "other files") != h
+
+
+def test_describe_changes_is_dotted_and_redacts_secrets() -> None:
+    old = {"common.core": {"console": {"port": 30880}}, "authentication.jwtSecret": "a", "terminal": None}
+    new = {"common.core": {"console": {"port": 30881}}, "authentication.jwtSecret": "b", "terminal": {"timeout": 600}}
+    assert describe_changes(old, new) == [
+        "authentication.jwtSecret: <redacted> -> <redacted>",
+        "common.core.console.port: 30880 -> 30881",
+        'terminal: null -> {"timeout": 600}',
+    ]
