@@ -18,7 +18,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
@@ -40,6 +40,24 @@ def _rank(kind: str) -> int:
 def ident(obj: Obj) -> str:
     ns = obj["metadata"].get("namespace")
     return f"{obj['kind']}/{ns + '/' if ns else ''}{obj['metadata']['name']}"
+
+
+def parse_kind(ref: str) -> tuple[str, str]:
+    """``"apps/v1/Deployment"`` → ``("apps/v1", "Deployment")``; ``"v1/Service"`` → ``("v1", "Service")``."""
+    api_version, _, kind = ref.rpartition("/")
+    if not api_version or not kind:
+        raise ValueError(f"expected <apiVersion>/<Kind>, got {ref!r}")
+    return api_version, kind
+
+
+def _kinds(objects: list[Obj], extra: Iterable[str]) -> set[tuple[str, str]]:
+    return {(o["apiVersion"], o["kind"]) for o in objects} | {parse_kind(k) for k in extra}
+
+
+def applied_by_installer(item: Any) -> bool:
+    """Whether the installer's field manager applied the object (not, e.g., Endpoints that the endpoints
+    controller created for a labelled Service and gave that Service's labels)."""
+    return any(f.get("manager") == FIELD_MANAGER for f in item.metadata.get("managedFields") or [])
 
 
 def load_definitions(definition: str | Iterable[Any]) -> list[Obj]:
@@ -88,8 +106,12 @@ class Manifests:
         except NotFoundError:
             return None
 
-    def apply(self, objects: list[Obj], prune: bool = True) -> Result:
-        """Server-side apply ``objects`` in dependency order, then prune what the module no longer renders."""
+    def apply(self, objects: list[Obj], prune: bool = True, kinds: Iterable[str] = ()) -> Result:
+        """Server-side apply ``objects`` in dependency order, then prune what the module no longer renders.
+
+        Prune looks at the kinds of ``objects`` plus ``kinds`` (``apiVersion/Kind``), so a kind the module
+        sometimes renders none of is pruned too.
+        """
         result = Result()
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
             res = self._resource(obj["apiVersion"], obj["kind"])
@@ -107,25 +129,18 @@ class Manifests:
             if obj["kind"] == "CustomResourceDefinition":
                 self._wait_established(obj["metadata"]["name"])
         if prune:
-            kinds = {(o["apiVersion"], o["kind"]) for o in objects}
             keep = set(result.applied)
-            for obj in self._owned(kinds):
-                if ident(obj) not in keep:
-                    self._delete(obj, result)
+            stale = [o for o in self._owned(_kinds(objects, kinds)) if ident(o) not in keep]
+            for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
+                self._remove(obj, result, purge=False)
         return result
 
-    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300) -> Result:
-        """Delete every object of the given objects' kinds that carries this module's label."""
+    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = ()) -> Result:
+        """Delete every object of the given objects' kinds (plus ``kinds``) that carries this module's label."""
         result = Result()
-        kinds = {(o["apiVersion"], o["kind"]) for o in objects}
-        owned = sorted(self._owned(kinds), key=lambda o: _rank(o["kind"]), reverse=True)
+        owned = sorted(self._owned(_kinds(objects, kinds)), key=lambda o: _rank(o["kind"]), reverse=True)
         for obj in owned:
-            if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
-                result.kept.append(ident(obj))
-            elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
-                result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
-            else:
-                self._delete(obj, result)
+            self._remove(obj, result, purge)
         self._wait_gone([o for o in owned if ident(o) in result.deleted], timeout)
         return result
 
@@ -135,11 +150,22 @@ class Manifests:
         for api_version, kind in kinds:
             try:
                 items = self._resource(api_version, kind).get(label_selector=selector).items
-            except (NotFoundError, ApiException):  # kind not served (CRD gone): nothing to find
+            except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing to find
                 continue
             out += [{"apiVersion": api_version, "kind": kind,
-                     "metadata": {"name": i.metadata.name, "namespace": i.metadata.namespace}} for i in items]
+                     "metadata": {"name": i.metadata.name, "namespace": i.metadata.namespace}}
+                    for i in items if applied_by_installer(i)]
         return out
+
+    def _remove(self, obj: Obj, result: Result, purge: bool) -> None:
+        """Delete ``obj`` unless the deletion policy keeps it: PVCs, CRDs (deleting one deletes every object of
+        its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
+        if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
+            result.kept.append(ident(obj))
+        elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
+            result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
+        else:
+            self._delete(obj, result)
 
     def _delete(self, obj: Obj, result: Result) -> None:
         res = self._resource(obj["apiVersion"], obj["kind"])

@@ -112,7 +112,7 @@ MODULES: tuple[Module, ...] = (
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
             "common.s3", "common.notification", "devops", "network", "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
-            "edgeruntime.enabled", "terminal", "gateway"),
+            "edgeruntime.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
            ("ks-core",), workloads=False, console=True),
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring", "common.gpu", "persistence.storageClass"),

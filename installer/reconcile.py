@@ -209,14 +209,14 @@ class Reconciler(Events):
 
     def _finish(self, plan: Plan, outcomes: dict[str, Outcome]) -> None:
         failed = sorted(n for n, o in outcomes.items() if not o.ok)
-        blocked = sorted(n for n, m in (self.status.current.get("modules") or {}).items()
-                         if m.get("phase") == Phase.BLOCKED and n not in outcomes)
         enabled = [m.name for m in MODULES if m.enabled(self.spec)]
         pending = sorted(n for n in enabled if n not in self.records)
-        for step in plan.steps:  # modules that were Blocked before but are fine now
-            if step.action == Action.UNCHANGED and step.module in self.records and step.module in blocked:
-                self.status.module(step.module, Phase.INSTALLED, hash=step.hash, message=None)
-                blocked.remove(step.module)
+        modules = self.status.current.get("modules") or {}
+        for step in plan.steps:  # Failed or Blocked before, but what is installed matches the spec again
+            phase = (modules.get(step.module) or {}).get("phase")
+            if step.action == Action.UNCHANGED and step.module in self.records and phase != Phase.INSTALLED:
+                self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None,
+                                   nextRetryTime=None)
         if failed or pending:
             detail = "; ".join(p for p in (
                 f"failed: {', '.join(failed)}" if failed else "",
@@ -224,9 +224,11 @@ class Reconciler(Events):
                 if set(pending) - set(failed) else "") if p)
             self.status.condition("Ready", False, "ModulesFailed" if failed else "ModulesPending", detail,
                                   self.generation)
+            log.warning("Reconcile finished, not Ready: %s", detail)
         else:
-            self.status.condition("Ready", True, "Installed", f"{len(enabled)} modules installed: "
-                                  f"{', '.join(enabled)}", self.generation)
+            detail = f"{len(enabled)} modules installed: {', '.join(enabled)}"
+            self.status.condition("Ready", True, "Installed", detail, self.generation)
+            log.info("Reconcile finished, Ready: %s", detail)
         self.status.condition("Reconciling", False, "Done", "reconcile finished", self.generation)
         installed = sum(1 for n in enabled if n in self.records)
         self.status.update({"observedGeneration": self.generation, "modulesReady": f"{installed}/{len(enabled)}"})

@@ -28,10 +28,12 @@ def _path(var: str, default: str) -> Path:
 
 
 def _source_dir(var: str, default: Path, repo_name: str) -> Path:
-    """The image path, or this checkout's directory when running from source."""
+    """``$var``; else this checkout's directory when running from source; else the image path. (The image
+    path cannot decide: ``<base>/playbooks`` also appears when the welcome step writes kubesphere_running.)"""
     if var in os.environ:
         return Path(os.environ[var])
-    return default if default.exists() or not (_REPO / repo_name).exists() else _REPO / repo_name
+    checkout = _REPO / repo_name
+    return checkout if checkout.exists() else default
 
 
 @dataclass(frozen=True)

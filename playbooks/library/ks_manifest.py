@@ -9,8 +9,14 @@ short_description: Server-side apply a set of objects for one installer module, 
 options:
   module: {description: Installer module that owns the objects (label value)., type: str, required: true}
   state: {description: present applies (and prunes); absent deletes., type: str, default: present}
-  definition: {description: Objects as a list or a multi-document YAML string., type: raw, required: true}
+  definition: {description: Objects as a list or a multi-document YAML string., type: raw, default: []}
   prune: {description: Delete owned objects of the same kinds that are no longer rendered., type: bool}
+  kinds:
+    description: More kinds (apiVersion/Kind) that prune (present) or delete (absent) looks at, whether or not
+      the definition has objects of them.
+    type: list
+    elements: str
+    default: []
   wait: {description: Wait for Deployments, StatefulSets and DaemonSets to be ready., type: bool}
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
   purge: {description: On absent, also delete PVCs and CRDs., type: bool, default: false}
@@ -24,11 +30,12 @@ def main() -> None:
         argument_spec={
             "module": {"type": "str", "required": True},
             "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "definition": {"type": "raw", "required": True},
+            "definition": {"type": "raw", "default": []},
             "prune": {"type": "bool", "default": True},
             "wait": {"type": "bool", "default": False},
             "wait_timeout": {"type": "int", "default": 600},
             "purge": {"type": "bool", "default": False},
+            "kinds": {"type": "list", "elements": "str", "default": []},
         },
     )
     from installer.kube import api_client
@@ -39,11 +46,11 @@ def main() -> None:
         objects = load_definitions(p["definition"])
         manifests = Manifests(api_client(), p["module"])
         if p["state"] == "present":
-            result = manifests.apply(objects, prune=p["prune"])
+            result = manifests.apply(objects, prune=p["prune"], kinds=p["kinds"])
             if p["wait"]:
                 manifests.wait_ready(objects, p["wait_timeout"])
         else:
-            result = manifests.delete(objects, purge=p["purge"], timeout=p["wait_timeout"])
+            result = manifests.delete(objects, purge=p["purge"], timeout=p["wait_timeout"], kinds=p["kinds"])
     except Exception as exc:  # report every API or timeout error as a task failure with its text
         am.fail_json(msg=f"{type(exc).__name__}: {exc}")
     am.exit_json(changed=bool(result.changed or result.deleted), applied=result.applied,

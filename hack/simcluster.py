@@ -1,0 +1,1001 @@
+#!/usr/bin/env python3
+"""A real Kubernetes control plane on loopback with kwok-simulated nodes, for tests and the demo.
+
+etcd, kube-apiserver (RBAC), kube-controller-manager, kube-scheduler and kwok run as local processes built by
+``hack/build-tools.sh``; kwok plays the kubelet of three Nodes, so Deployments become Available and PVCs of
+the default StorageClass bind. Usage::
+
+    python hack/simcluster.py up|down|env|status      # state dir: $KS_SIM_DIR (default /tmp/ks-sim)
+
+    with SimCluster(Path("/tmp/x")) as cluster:        # or .start() / .stop()
+        cluster.kubectl("get", "nodes")
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import base64
+import contextlib
+import ctypes
+import datetime as dt
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+HACK_DIR = Path(__file__).resolve().parent
+DEFAULT_STATE_DIR = Path("/tmp/ks-sim")
+SERVICE_CIDR = "10.0.0.0/24"
+POD_CIDR = "10.244.0.0/16"
+STORAGE_CLASS = "local"
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# name, InternalIP, control plane?
+NODES = (("ks-sim-control-plane", "172.31.0.2", True), ("ks-sim-worker-1", "172.31.0.3", False),
+         ("ks-sim-worker-2", "172.31.0.4", False))
+_VERSION_KEYS = {
+    "kube-apiserver": "KUBERNETES_VERSION", "kube-controller-manager": "KUBERNETES_VERSION",
+    "kube-scheduler": "KUBERNETES_VERSION", "kubectl": "KUBERNETES_VERSION", "etcd": "ETCD_VERSION",
+    "shell-operator": "SHELL_OPERATOR_VERSION", "kwok": "KWOK_VERSION", "helm": "HELM_VERSION",
+}
+# Tools linked without their version suffix into <state>/bin, for PATH.
+PLAIN_TOOLS = ("kubectl", "helm", "shell-operator", "kwok")
+
+
+class SimClusterError(RuntimeError):
+    """The simulated cluster (or a process of it) failed."""
+
+
+# ---------------------------------------------------------------------------------------------- tools
+
+
+def versions() -> dict[str, str]:
+    """The pinned versions of ``hack/versions.env``."""
+    out = {}
+    for line in (HACK_DIR / "versions.env").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.lstrip().startswith("#"):
+            out[key.strip()] = value.strip().strip("'\"")
+    return out
+
+
+def tools_dir() -> Path:
+    """Where build-tools.sh puts the binaries ($KS_TOOLS_DIR)."""
+    return Path(os.environ.get("KS_TOOLS_DIR") or Path.home() / ".cache/ks-installer/bin").expanduser()
+
+
+def tool_path(name: str) -> Path:
+    """Path of the pinned binary ``name`` (kubectl, helm, shell-operator, kube-apiserver, ...)."""
+    if name not in _VERSION_KEYS:
+        raise KeyError(f"unknown tool {name!r}; known: {', '.join(sorted(_VERSION_KEYS))}")
+    path = tools_dir() / f"{name}-{versions()[_VERSION_KEYS[name]]}"
+    if not os.access(path, os.X_OK):
+        raise SimClusterError(f"{path} is missing: build it with `bash hack/build-tools.sh`")
+    return path
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something accepts TCP connections on host:port."""
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a log file (or a note that it is missing)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ------------------------------------------------------------------------------------------ processes
+
+
+def _set_pdeathsig() -> None:
+    """In the child: get SIGKILL when the parent dies (a crashed pytest leaves nothing behind)."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def spawn(argv: list[str], log: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None,
+          die_with_parent: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own process group with stdout+stderr appended to ``log``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                cwd=cwd, start_new_session=True,
+                                preexec_fn=_set_pdeathsig if die_with_parent else None)
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """Fields of /proc/<pid>/stat after the command name (state is [0], ppid [1], starttime [19])."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def pid_alive(pid: int, argv0: str | None = None) -> bool:
+    """Whether ``pid`` runs (not a zombie) and, if given, was started as ``argv0``."""
+    try:
+        state = _stat_fields(pid)[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    if state in ("Z", "X"):
+        return False
+    return argv0 is None or cmdline[0].decode(errors="replace") == argv0
+
+
+def process_tree(pid: int) -> list[tuple[int, str]]:
+    """``pid`` and its live descendants as (pid, start time), to kill them later without hitting reused pids."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            children.setdefault(int(_stat_fields(int(stat.parent.name))[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        with contextlib.suppress(OSError, IndexError):
+            out.append((current, _stat_fields(current)[19]))
+            todo += children.get(current, [])
+    return out
+
+
+def kill_tree(tree: Iterable[tuple[int, str]]) -> None:
+    """SIGKILL each (pid, start time) of :func:`process_tree` that still is that process."""
+    for pid, start in tree:
+        with contextlib.suppress(OSError, IndexError):
+            if _stat_fields(pid)[19] == start:
+                os.kill(pid, signal.SIGKILL)
+
+
+def stop_processes(records: Iterable[dict[str, Any]], timeout: float = 10) -> None:
+    """Stop each recorded process group in order (SIGTERM, SIGKILL after ``timeout`` seconds).
+
+    In order, because e.g. kube-apiserver shuts down in a second while etcd still answers, and slowly without it.
+    """
+    for rec in records:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            if _signal_and_wait(rec, sig, wait):
+                break
+        else:
+            raise SimClusterError(f"{rec.get('name', 'process')} (pid {rec['pid']}) survived SIGKILL")
+
+
+def _signal_and_wait(rec: dict[str, Any], sig: signal.Signals, timeout: float) -> bool:
+    """Send ``sig`` to the process group of ``rec``; whether it is gone within ``timeout``."""
+    if not pid_alive(rec["pid"], rec["argv0"]):
+        return True
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(rec["pid"], sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):  # reap our own children so they do not linger as zombies
+            os.waitpid(rec["pid"], os.WNOHANG)
+        if not pid_alive(rec["pid"], rec["argv0"]):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ------------------------------------------------------------------------------------------------ pki
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def _cert(subject: x509.Name, key: ec.EllipticCurvePrivateKey, issuer: tuple[x509.Certificate, Any] | None,
+          *, ca: bool = False, usage: list[x509.ObjectIdentifier] | None = None,
+          sans: list[x509.GeneralName] | None = None) -> x509.Certificate:
+    """A certificate for ``key``, self-signed when ``issuer`` (cert, key) is None; valid for a year."""
+    now = dt.datetime.now(dt.UTC)
+    issuer_name, signing_key = (issuer[0].subject, issuer[1]) if issuer else (subject, key)
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=365))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=not ca, key_cert_sign=ca,
+                                            crl_sign=ca, content_commitment=False, data_encipherment=False,
+                                            key_agreement=False, encipher_only=False, decipher_only=False),
+                              critical=True))
+    if usage:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def write_pki(pki: Path) -> None:
+    """CA, apiserver serving cert, admin and front-proxy client certs and the service-account key pair."""
+    pki.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = _cert(_name("ks-sim-ca"), ca_key, None, ca=True)
+    svc_ip = next(ipaddress.ip_network(SERVICE_CIDR).hosts())
+    sans = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(svc_ip), x509.DNSName("localhost"),
+            *(x509.DNSName(n) for n in ("kubernetes", "kubernetes.default", "kubernetes.default.svc",
+                                        "kubernetes.default.svc.cluster.local"))]
+    srv_key, adm_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    srv = _cert(_name("kube-apiserver"), srv_key, (ca, ca_key), usage=[ExtendedKeyUsageOID.SERVER_AUTH], sans=sans)
+    adm = _cert(_name("kubernetes-admin", "system:masters"), adm_key, (ca, ca_key),
+                usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    proxy_key = ec.generate_private_key(ec.SECP256R1())
+    proxy = _cert(_name("front-proxy-client"), proxy_key, (ca, ca_key), usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    files = {
+        "ca.crt": ca.public_bytes(serialization.Encoding.PEM), "ca.key": _pem_key(ca_key),
+        "apiserver.crt": srv.public_bytes(serialization.Encoding.PEM), "apiserver.key": _pem_key(srv_key),
+        "admin.crt": adm.public_bytes(serialization.Encoding.PEM), "admin.key": _pem_key(adm_key),
+        "front-proxy-client.crt": proxy.public_bytes(serialization.Encoding.PEM),
+        "front-proxy-client.key": _pem_key(proxy_key), "sa.key": _pem_key(sa_key),
+        "sa.pub": sa_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo),
+    }
+    for name, data in files.items():
+        (pki / name).write_bytes(data)
+        (pki / name).chmod(0o600)
+
+
+def kubeconfig_text(server: str, pki: Path) -> str:
+    """An admin kubeconfig with the certificates embedded."""
+    def b64(name: str) -> str:
+        return base64.b64encode((pki / name).read_bytes()).decode()
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "ks-sim", "preferences": {},
+        "clusters": [{"name": "ks-sim", "cluster": {"server": server, "certificate-authority-data": b64("ca.crt")}}],
+        "users": [{"name": "ks-sim-admin", "user": {"client-certificate-data": b64("admin.crt"),
+                                                    "client-key-data": b64("admin.key")}}],
+        "contexts": [{"name": "ks-sim", "context": {"cluster": "ks-sim", "user": "ks-sim-admin"}}],
+    }, indent=2)
+
+
+# ------------------------------------------------------------------------------------------------ kwok
+
+# Stages from sigs.k8s.io/kwok v0.8.0 kustomize/stage/{node/fast,pod/fast,volume/fast} (what kwokctl loads by
+# default, plus volumes); the kwok binary itself has no built-in stages and refuses to start without them.
+# Change from upstream: pvc-provision does not mark the claim bind-completed (with kube-controller-manager
+# running, that makes the PV controller declare the claim Lost); the PV controller binds the pre-bound PV.
+KWOK_STAGES = r"""
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-initialize
+spec:
+  resourceRef: {apiGroup: v1, kind: Node}
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values: ['True']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $lastTransitionTime | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type  | Quote}}
+      {{ end }}
+      {{ $hasInternalIP := false }}
+      {{ $hasHostname := false }}
+      {{ range .status.addresses }}
+        {{ if eq .type "InternalIP" }}{{ $hasInternalIP = true }}{{ end }}
+        {{ if eq .type "Hostname" }}{{ $hasHostname = true }}{{ end }}
+      {{ end }}
+      {{ if or (not $hasInternalIP) (not $hasHostname) }}
+      addresses:
+      {{ end }}
+      {{ if not $hasInternalIP }}{{ with NodeIP }}
+      - address: {{ . | Quote }}
+        type: InternalIP
+      {{ end }}{{ end }}
+      {{ if not $hasHostname }}{{ with NodeName }}
+      - address: {{ . | Quote }}
+        type: Hostname
+      {{ end }}{{ end }}
+      allocatable:
+      {{ with .status.allocatable }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}
+      capacity:
+      {{ with .status.capacity }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}
+      {{ $nodeInfo := .status.nodeInfo }}
+      {{ $kwokVersion := printf "kwok-%s" Version }}
+      nodeInfo:
+        architecture: {{ or $nodeInfo.architecture "amd64" }}
+        bootID: {{ or $nodeInfo.bootID `""` }}
+        containerRuntimeVersion: {{ or $nodeInfo.containerRuntimeVersion $kwokVersion }}
+        kernelVersion: {{ or $nodeInfo.kernelVersion $kwokVersion }}
+        kubeProxyVersion: {{ or $nodeInfo.kubeProxyVersion $kwokVersion }}
+        kubeletVersion: {{ or $nodeInfo.kubeletVersion $kwokVersion }}
+        machineID: {{ or $nodeInfo.machineID `""` }}
+        operatingSystem: {{ or $nodeInfo.operatingSystem "linux" }}
+        osImage: {{ or $nodeInfo.osImage `""` }}
+        systemUUID: {{ or $nodeInfo.systemUUID `""` }}
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: 'DoesNotExist'}
+    - {key: '.status.phase', operator: 'In', values: ['Pending']}
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'NotIn'
+      values: ['True']
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+      {{ range .spec.readinessGates }}
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: {{ .conditionType | Quote }}
+      {{ end }}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      initContainerStatuses:
+      {{ range .spec.initContainers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 0
+        {{ if eq .restartPolicy "Always" }}
+        started: true
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+        {{ else }}
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+        {{ end }}
+      {{ end }}
+      {{ $hostIPs := NodeIPsWith .spec.nodeName }}
+      {{ with $hostIPs }}
+      hostIP: {{ index . 0 | Quote }}
+      hostIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+      {{ $uid := or .metadata.uid "" }}{{ $name := or .metadata.name "" }}{{ $ns := or .metadata.namespace "" }}
+      {{ $podIPs := PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) $uid $name $ns }}
+      {{ with $podIPs }}
+      podIP: {{ index . 0 | Quote }}
+      podIPs:
+      {{ range . }}
+      - ip: {{ . | Quote }}
+      {{ end }}
+      {{ end }}
+      phase: Running
+      startTime: {{ $now | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-complete
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: 'DoesNotExist'}
+    - {key: '.status.phase', operator: 'In', values: ['Running']}
+    - {key: '.metadata.ownerReferences.[].kind', operator: 'In', values: ['Job']}
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $root := . }}
+      containerStatuses:
+      {{ range $index, $item := .spec.containers }}
+      {{ $origin := index $root.status.containerStatuses $index }}
+      - image: {{ $item.image | Quote }}
+        name: {{ $item.name | Quote }}
+        ready: false
+        restartCount: 0
+        started: false
+        state:
+          terminated:
+            exitCode: 0
+            finishedAt: {{ $now | Quote }}
+            reason: Completed
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      phase: Succeeded
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: 'Exists'}
+  next:
+    delete: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pvc-provision
+spec:
+  resourceRef: {apiGroup: v1, kind: PersistentVolumeClaim}
+  selector:
+    matchExpressions:
+    - cel: {expression: "self.spec.storageClassName == '@SC@'"}
+    - cel: {expression: "!has(self.metadata.deletionTimestamp)"}
+    - cel: {expression: "!has(self.spec.volumeName)"}
+    - cel: {expression: "self.status.phase != 'Bound'"}
+  steps:
+  - apply:
+      template: |
+        apiVersion: v1
+        kind: PersistentVolume
+        metadata:
+          name: pvc-{{ .metadata.uid }}
+          annotations:
+            pv.kubernetes.io/provisioned-by: kwok.x-k8s.io/volume
+        spec:
+          accessModes:
+          {{ YAML .spec.accessModes 2 }}
+          capacity:
+          {{ YAML .spec.resources.requests 2 }}
+          persistentVolumeReclaimPolicy: {{ default "Delete" .spec.reclaimPolicy | Quote }}
+          storageClassName: {{ .spec.storageClassName | Quote }}
+          volumeMode: {{ default "Filesystem" .spec.volumeMode | Quote }}
+          claimRef:
+            apiVersion: {{ .apiVersion | Quote }}
+            kind: {{ .kind | Quote }}
+            name: {{ .metadata.name | Quote }}
+            namespace: {{ .metadata.namespace | Quote }}
+            resourceVersion: {{ .metadata.resourceVersion | Quote }}
+            uid: {{ .metadata.uid | Quote }}
+          hostPath:
+            path: /tmp/kwok-local-path-provisioner/pvc-{{ .metadata.uid }}
+            type: DirectoryOrCreate
+  - patch:
+      root: metadata
+      template: |
+        annotations:
+          volume.beta.kubernetes.io/storage-provisioner: kwok.x-k8s.io/volume
+          volume.kubernetes.io/storage-provisioner: kwok.x-k8s.io/volume
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pv-bind
+spec:
+  resourceRef: {apiGroup: v1, kind: PersistentVolume}
+  selector:
+    matchExpressions:
+    - cel: {expression: "self.spec.storageClassName == '@SC@'"}
+    - cel: {expression: "!has(self.metadata.deletionTimestamp)"}
+    - cel: {expression: "has(self.spec.claimRef.name)"}
+    - cel: {expression: "!(self.status.phase in ['Bound', 'Released', 'Failed'])"}
+  steps:
+  - patch:
+      root: status
+      subresource: status
+      template: |
+        phase: Bound
+        lastPhaseTransitionTime: {{ Now | Quote }}
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pvc-delete
+spec:
+  resourceRef: {apiGroup: v1, kind: PersistentVolumeClaim}
+  selector:
+    matchExpressions:
+    - cel: {expression: "self.spec.storageClassName == '@SC@'"}
+    - cel: {expression: "has(self.metadata.deletionTimestamp)"}
+    - cel: {expression: "has(self.spec.volumeName)"}
+  steps:
+  - apply:
+      subresource: status
+      template: |
+        apiVersion: v1
+        kind: PersistentVolume
+        metadata:
+          name: {{ .spec.volumeName | Quote }}
+        status:
+          phase: Released
+      type: merge
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pv-delete
+spec:
+  resourceRef: {apiGroup: v1, kind: PersistentVolume}
+  selector:
+    matchExpressions:
+    - cel: {expression: "self.spec.storageClassName == '@SC@'"}
+    - cel: {expression: "!has(self.metadata.deletionTimestamp)"}
+    - cel: {expression: "self.spec.persistentVolumeReclaimPolicy == 'Delete'"}
+    - cel: {expression: "self.status.phase == 'Released'"}
+  steps:
+  - delete: true
+""".replace("@SC@", STORAGE_CLASS)
+
+
+def node_manifest(name: str, ip: str, control_plane: bool, kubelet_version: str) -> dict[str, Any]:
+    """A kwok-managed Node with its addresses, capacity and (for the first) control-plane role labels."""
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", "type": "kwok"}
+    if control_plane:
+        labels |= {"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/master": ""}
+    else:
+        labels["node-role.kubernetes.io/worker"] = ""
+    resources = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "200Gi"}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels,
+                     "annotations": {KWOK_NODE_ANNOTATION[0]: KWOK_NODE_ANNOTATION[1],
+                                     "node.alpha.kubernetes.io/ttl": "0"}},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "capacity": resources, "allocatable": resources,
+            "nodeInfo": {"kubeletVersion": kubelet_version, "kubeProxyVersion": kubelet_version,
+                         "architecture": "amd64", "operatingSystem": "linux", "osImage": "kwok simulated node",
+                         "containerRuntimeVersion": "containerd://kwok"},
+        },
+    }
+
+
+STORAGE_CLASS_MANIFEST = {
+    "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+    "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+    "provisioner": "kwok.x-k8s.io/volume", "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate",
+}
+
+
+# ------------------------------------------------------------------------------------------------ api
+
+
+class Api:
+    """A minimal JSON client for the apiserver, with the admin client certificate."""
+
+    def __init__(self, server: str, pki: Path) -> None:
+        self.server = server
+        self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self.ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+
+    def call(self, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
+        """``method`` ``path``; the decoded JSON answer (text when it is not JSON)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        with urllib.request.urlopen(req, context=self.ctx, timeout=timeout) as resp:
+            text = resp.read().decode()
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    def create(self, path: str, body: dict[str, Any]) -> None:
+        """POST ``body``; an AlreadyExists answer is fine."""
+        try:
+            self.call("POST", path, body)
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise SimClusterError(f"POST {path}: {exc.code} {exc.read().decode(errors='replace')}") from exc
+
+
+# -------------------------------------------------------------------------------------------- cluster
+
+
+@dataclass
+class Proc:
+    """One running component."""
+
+    name: str
+    popen: subprocess.Popen[bytes] | None
+    pid: int
+    argv0: str
+    log: Path
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": str(self.log)}
+
+
+class SimCluster:
+    """The simulated cluster in ``state_dir``: ``start()``/``stop()`` or a ``with`` block."""
+
+    def __init__(self, state_dir: Path | str = DEFAULT_STATE_DIR, *, die_with_parent: bool = False,
+                 quiet: bool = False) -> None:
+        self.state_dir = Path(state_dir).resolve()
+        self.die_with_parent = die_with_parent
+        self.quiet = quiet
+        self.procs: list[Proc] = []
+        self.ports: dict[str, int] = {}
+        self.startup_seconds = 0.0
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        self._owned = True
+
+    # -- paths
+    @property
+    def pki(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def bin_dir(self) -> Path:
+        """kubectl, helm, ... without version suffix, for PATH."""
+        return self.state_dir / "bin"
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @classmethod
+    def attach(cls, kubeconfig: Path | str) -> SimCluster:
+        """A handle on an already running cluster (``stop()`` leaves it running)."""
+        kubeconfig = Path(kubeconfig).resolve()
+        if not kubeconfig.is_file():
+            raise SimClusterError(f"no kubeconfig at {kubeconfig}")
+        self = cls(kubeconfig.parent)
+        self.kubeconfig, self._owned = kubeconfig, False
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            self.ports = json.loads((self.state_dir / "cluster.json").read_text())["ports"]
+        return self
+
+    # -- helpers for users
+    def env(self) -> dict[str, str]:
+        """Environment for tools against this cluster: KUBECONFIG and PATH with the pinned tools first."""
+        return {"KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run the pinned kubectl against this cluster; raises with its stderr when ``check`` fails."""
+        proc = subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={self.kubeconfig}", *args], input=input,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if check and proc.returncode:
+            raise SimClusterError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+        return proc
+
+    def service_account_kubeconfig(self, namespace: str, name: str, path: Path, hours: int = 24) -> Path:
+        """A kubeconfig at ``path`` that authenticates as ServiceAccount ``namespace/name`` (a bound token), so
+        a process run with it gets exactly that account's RBAC, as in a pod."""
+        token = self.kubectl("create", "token", name, "-n", namespace, f"--duration={hours}h").stdout.strip()
+        config = json.loads(self.kubectl("config", "view", "--raw", "-o", "json").stdout)
+        config["users"] = [{"name": name, "user": {"token": token}}]
+        for ctx in config["contexts"]:
+            ctx["context"]["user"] = name
+        path.write_text(json.dumps(config))
+        path.chmod(0o600)
+        return path
+
+    def records(self) -> list[dict[str, Any]]:
+        """Process records of this cluster (from memory, else from ``<state>/pids.json``)."""
+        if self.procs:
+            return [p.record() for p in self.procs]
+        try:
+            return json.loads((self.state_dir / "pids.json").read_text())
+        except (OSError, ValueError):
+            return []
+
+    def running(self) -> bool:
+        """Whether any recorded process is alive."""
+        return any(pid_alive(r["pid"], r["argv0"]) for r in self.records())
+
+    # -- lifecycle
+    def __enter__(self) -> SimCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self, timeout: float = 120) -> SimCluster:
+        """Generate PKI, start every component and wait until the cluster is usable."""
+        if self.running():
+            raise SimClusterError(f"a simulated cluster already runs in {self.state_dir}; run `down` first")
+        if not self._disposable():
+            raise SimClusterError(f"{self.state_dir} is neither empty nor a simulated cluster's state dir")
+        begin = time.monotonic()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        self.logs.mkdir(parents=True)
+        atexit.register(self.stop)
+        try:
+            self._prepare()
+            self._start_etcd(timeout)
+            self._start_apiserver(timeout)
+            self._start_controllers()
+            self._bootstrap(timeout)
+        except BaseException:
+            self.stop(remove=False)
+            raise
+        self.startup_seconds = time.monotonic() - begin
+        self._say(f"simulated cluster up in {self.startup_seconds:.1f}s: {self.server} "
+                  f"(KUBECONFIG={self.kubeconfig})")
+        return self
+
+    def stop(self, remove: bool = True) -> None:
+        """Stop every recorded process (SIGTERM, then SIGKILL) and remove the state dir."""
+        atexit.unregister(self.stop)
+        if not self._owned:
+            return
+        stop_processes(reversed(self.records()))
+        for p in self.procs:
+            if p.popen is not None:
+                p.popen.wait(timeout=5)
+        self.procs = []
+        if remove and self._disposable():
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def _disposable(self) -> bool:
+        """Whether the state dir may be wiped: missing, empty, or one this class wrote (never a user's dir)."""
+        d = self.state_dir
+        return not d.exists() or not any(d.iterdir()) or any((d / m).exists() for m in ("cluster.json", "pids.json"))
+
+    # -- startup steps
+    def _say(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"[simcluster] {msg}", file=sys.stderr, flush=True)
+
+    def _prepare(self) -> None:
+        names = ["etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler"]
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        (self.state_dir / "cluster.json").write_text(json.dumps(
+            {"server": self.server, "ports": self.ports, "kubeconfig": str(self.kubeconfig)}, indent=2))
+        write_pki(self.pki)
+        self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki))
+        self.kubeconfig.chmod(0o600)
+        self.bin_dir.mkdir()
+        for name in PLAIN_TOOLS:
+            with contextlib.suppress(SimClusterError):
+                (self.bin_dir / name).symlink_to(tool_path(name))
+        (self.state_dir / "kwok.yaml").write_text(KWOK_STAGES)
+
+    def _spawn(self, name: str, tool: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
+        argv0 = str(tool_path(tool))
+        log = self.logs / f"{name}.log"
+        popen = spawn([argv0, *args], log, env=env, cwd=self.state_dir, die_with_parent=self.die_with_parent)
+        proc = Proc(name, popen, popen.pid, argv0, log)
+        self.procs.append(proc)
+        (self.state_dir / "pids.json").write_text(json.dumps(self.records(), indent=2))
+        return proc
+
+    def _wait(self, what: str, check: Callable[[], Any], timeout: float, logs: Iterable[str] = ()) -> Any:
+        """Poll ``check`` until truthy; fail early when a component exits, with the tail of its log."""
+        deadline, last = time.monotonic() + timeout, "not ready"
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.popen is not None and p.popen.poll() is not None:
+                    raise SimClusterError(f"{p.name} exited with {p.popen.returncode} while waiting for {what}; "
+                                          f"tail of {p.log}:\n{log_tail(p.log)}")
+            try:
+                result = check()
+                if result:
+                    return result
+            except (OSError, ValueError, urllib.error.URLError, SimClusterError) as exc:
+                last = str(exc)
+            time.sleep(0.2)
+        tails = "\n".join(f"--- tail of {self.logs / n}.log:\n{log_tail(self.logs / f'{n}.log')}" for n in logs)
+        raise SimClusterError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last})\n{tails}")
+
+    def _start_etcd(self, timeout: float) -> None:
+        client, peer = (f"http://127.0.0.1:{self.ports[k]}" for k in ("etcd", "etcd-peer"))
+        self._spawn("etcd", "etcd", [
+            "--name=sim", f"--data-dir={self.state_dir / 'etcd'}", f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}", f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}", f"--initial-cluster=sim={peer}",
+            "--unsafe-no-fsync", "--quota-backend-bytes=2147483648", "--log-level=warn",
+        ])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"{client}/health", timeout=2) as resp:
+                return json.loads(resp.read()).get("health") == "true"
+        self._wait("etcd /health", healthy, timeout, ["etcd"])
+
+    def _start_apiserver(self, timeout: float) -> None:
+        pki = self.pki
+        self._spawn("kube-apiserver", "kube-apiserver", [
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", f"--secure-port={self.ports['apiserver']}",
+            # the Endpoints API rejects loopback: advertise the control-plane node's (never dialled) address
+            f"--advertise-address={NODES[0][1]}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}", "--authorization-mode=Node,RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true", "--profiling=false",
+            "--enable-admission-plugins=NodeRestriction", "--event-ttl=15m",
+            # front proxy, for aggregated APIs (and so that components find the requestheader CA)
+            f"--requestheader-client-ca-file={pki / 'ca.crt'}", "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+        ])
+        api = Api(self.server, pki)
+        self._wait("kube-apiserver /readyz", lambda: api.call("GET", "/readyz") == "ok", timeout, ["kube-apiserver"])
+
+    def _start_controllers(self) -> None:
+        pki, kc = self.pki, str(self.kubeconfig)
+        common = [f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                  "--leader-elect=false", "--bind-address=127.0.0.1",
+                  "--kube-api-qps=200", "--kube-api-burst=400"]  # client throttling costs seconds at start-up
+        self._spawn("kube-controller-manager", "kube-controller-manager", [
+            *common, f"--secure-port={self.ports['controller-manager']}",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
+            "--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+        ])
+        self._spawn("kube-scheduler", "kube-scheduler", [*common, f"--secure-port={self.ports['scheduler']}"])
+        home = self.state_dir / "kwok-home"  # kwok also reads ~/.kwok/kwok.yaml; keep a user's one out
+        home.mkdir()
+        self._spawn("kwok", "kwok", [
+            f"--kubeconfig={kc}", f"--config={self.state_dir / 'kwok.yaml'}",
+            "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
+            f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40",
+        ], env={**os.environ, "HOME": str(home)})
+
+    def _bootstrap(self, timeout: float) -> None:
+        api = Api(self.server, self.pki)
+        kubelet = versions()["KUBERNETES_VERSION"]
+        for name, ip, cp in NODES:
+            api.create("/api/v1/nodes", node_manifest(name, ip, cp, kubelet))
+        api.create("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS_MANIFEST)
+
+        def nodes_ready() -> bool:
+            items = api.call("GET", "/api/v1/nodes")["items"]
+            ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
+                                             for c in n.get("status", {}).get("conditions", []))]
+            return len(ready) >= len(NODES)
+
+        def healthz(port: str) -> Callable[[], bool]:
+            ctx = ssl._create_unverified_context()  # self-signed serving certs of kcm/scheduler
+            url = f"https://127.0.0.1:{self.ports[port]}/healthz"
+            return lambda: urllib.request.urlopen(url, context=ctx, timeout=2).read() == b"ok"
+
+        self._wait("kube-controller-manager /healthz", healthz("controller-manager"), timeout,
+                   ["kube-controller-manager"])
+        self._wait("kube-scheduler /healthz", healthz("scheduler"), timeout, ["kube-scheduler"])
+        self._wait("3 Ready nodes", nodes_ready, timeout, ["kwok", "kube-controller-manager"])
+        self._wait("ServiceAccount default/default",
+                   lambda: api.call("GET", "/api/v1/namespaces/default/serviceaccounts/default"), timeout,
+                   ["kube-controller-manager"])
+
+
+# ------------------------------------------------------------------------------------------------ cli
+
+
+def _state_dir() -> Path:
+    return Path(os.environ.get("KS_SIM_DIR") or DEFAULT_STATE_DIR)
+
+
+def _status(cluster: SimCluster) -> int:
+    records = cluster.records()
+    if not records:
+        print(f"no simulated cluster in {cluster.state_dir}")
+        return 1
+    for r in records:
+        print(f"{r['name']:<24} pid {r['pid']:<8} {'running' if pid_alive(r['pid'], r['argv0']) else 'DEAD'}")
+    try:
+        cluster.ports = json.loads((cluster.state_dir / "cluster.json").read_text())["ports"]
+        print(f"apiserver {cluster.server} readyz: {Api(cluster.server, cluster.pki).call('GET', '/readyz')}")
+    except (OSError, ValueError, KeyError, urllib.error.URLError) as exc:
+        print(f"apiserver: not ready ({exc})")
+        return 1
+    return 0 if cluster.running() else 1
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: up | down | env | status for the cluster in $KS_SIM_DIR."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["up", "down", "env", "status"])
+    args = parser.parse_args(argv)
+    cluster = SimCluster(_state_dir())
+    try:
+        if args.command == "up":
+            for sig in (signal.SIGTERM, signal.SIGHUP):  # killed while starting: start() stops what it began
+                signal.signal(sig, _interrupt)
+            cluster.start()
+            atexit.unregister(cluster.stop)  # the processes outlive this command until `down`
+            print(f"export KUBECONFIG={cluster.kubeconfig}")
+        elif args.command == "down":
+            cluster.stop()
+            print(f"stopped; removed {cluster.state_dir}", file=sys.stderr)
+        elif args.command == "env":
+            print(f"export KUBECONFIG={cluster.kubeconfig}")
+            print(f'export PATH="{cluster.bin_dir}:$PATH"')
+        else:
+            return _status(cluster)
+    except SimClusterError as exc:
+        print(f"[simcluster] error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        print(f"[simcluster] interrupted ({exc}); stopped what was started", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

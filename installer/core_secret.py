@@ -1,0 +1,138 @@
+"""Secret ``kubesphere-secret`` and the admin ``User``: generated once, stable across runs.
+
+The Secret holds ``secret`` (the JWT signing key; random unless ``authentication.jwtSecret`` is set), ``token``
+(the admin's static HS256 token, signed with it, as upstream's ``jwt.sh``) and ``initAdminPassword``.
+Generated values are kept on every later run; only a user-set ``jwtSecret`` replaces the key (and so the
+token). The admin ``User`` is created once, with ``initAdminPassword`` as its password; after that the user owns
+it (changing the password in the console must survive re-runs). Nothing here returns or logs a secret value.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+from installer.welcome import DEFAULT_PASSWORD
+
+SECRET_NAME = "kubesphere-secret"
+ADMIN = "admin"
+ADMIN_EMAIL = "admin@kubesphere.io"
+#: The static-token claims of upstream's jwt-script/jwt.sh.
+ADMIN_CLAIMS = {"email": ADMIN_EMAIL, "username": ADMIN, "token_type": "static_token"}
+USER_API = "iam.kubesphere.io/v1alpha2"
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def random_string(length: int) -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(length))
+
+
+def random_password(length: int = 16) -> str:
+    """A random password that meets KubeSphere's rule (upper, lower and digit)."""
+    while True:
+        candidate = random_string(length)
+        if any(c.isupper() for c in candidate) and any(c.islower() for c in candidate) \
+                and any(c.isdigit() for c in candidate):
+            return candidate
+
+
+def _b64url(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def jwt_hs256(claims: dict[str, Any], key: str) -> str:
+    """A compact HS256 JWT (deterministic: no ``iat``, like upstream's static token)."""
+    header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}, separators=(",", ":")).encode())
+    payload = _b64url(json.dumps(claims, separators=(",", ":")).encode())
+    signature = hmac.new(key.encode(), f"{header}.{payload}".encode(), hashlib.sha256).digest()
+    return f"{header}.{payload}.{_b64url(signature)}"
+
+
+def desired_data(current: dict[str, str], jwt_secret: str = "", admin_password: str | None = None,
+                 admin_exists: bool = False) -> dict[str, str]:
+    """The Secret's data (plain text) given what the cluster holds now.
+
+    ``admin_password``: ``None`` when the spec has no ``authentication.adminPassword`` (upstream's default
+    password), ``""`` for a random one. ``initAdminPassword`` is set once, and only while there is no admin
+    ``User`` (an existing cluster keeps its admin's password).
+    """
+    key = jwt_secret or current.get("secret") or random_string(32)
+    data = {"secret": key, "token": jwt_hs256(ADMIN_CLAIMS, key)}
+    if "initAdminPassword" in current:
+        data["initAdminPassword"] = current["initAdminPassword"]
+    elif not admin_exists:
+        default = DEFAULT_PASSWORD if admin_password is None else random_password()
+        data["initAdminPassword"] = admin_password or default
+    return data
+
+
+def admin_user(password: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The admin ``User`` (KubeSphere's controller replaces the plain password by its bcrypt hash)."""
+    return {
+        "apiVersion": USER_API, "kind": "User",
+        "metadata": {"name": ADMIN, "labels": labels,
+                     "annotations": {"iam.kubesphere.io/globalrole": "platform-admin",
+                                     "iam.kubesphere.io/uninitialized": "true"}},
+        "spec": {"email": ADMIN_EMAIL, "password": password},
+    }
+
+
+@dataclass
+class Outcome:
+    """What changed, by name only."""
+
+    changed_keys: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changed_keys or self.created)
+
+
+def ensure(api: client.ApiClient, namespace: str, module: str, jwt_secret: str = "",
+           admin_password: str | None = None) -> Outcome:
+    """Create or complete ``kubesphere-secret`` and create the admin ``User`` when missing."""
+    dyn = DynamicClient(api)
+    secrets_api = dyn.resources.get(api_version="v1", kind="Secret")
+    users = dyn.resources.get(api_version=USER_API, kind="User")
+    labels = {**MANAGED_BY, MODULE_LABEL: module}
+    outcome = Outcome()
+
+    try:
+        live = secrets_api.get(name=SECRET_NAME, namespace=namespace).to_dict()
+    except NotFoundError:
+        live = None
+        outcome.created.append(f"Secret/{namespace}/{SECRET_NAME}")
+    current = {k: base64.b64decode(v).decode() for k, v in ((live or {}).get("data") or {}).items()}
+    try:
+        users.get(name=ADMIN)
+        admin_exists = True
+    except NotFoundError:
+        admin_exists = False
+
+    data = desired_data(current, jwt_secret, admin_password, admin_exists)
+    outcome.changed_keys = sorted(k for k in data if current.get(k) != data[k]) if live else []
+    live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+    if live is None or outcome.changed_keys or not labels.items() <= live_labels.items():
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": SECRET_NAME, "namespace": namespace, "labels": labels},
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+        secrets_api.server_side_apply(body=body, name=SECRET_NAME, namespace=namespace,
+                                      field_manager=FIELD_MANAGER, force_conflicts=True)
+
+    if not admin_exists:
+        password = data.get("initAdminPassword", DEFAULT_PASSWORD)
+        users.create(body=admin_user(password, labels), field_manager=FIELD_MANAGER)
+        outcome.created.append(f"User/{ADMIN}")
+    return outcome

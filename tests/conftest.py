@@ -1,0 +1,133 @@
+"""Shared fixtures: the simulated cluster of ``hack/simcluster.py`` for tests marked ``cluster``.
+
+Set ``KS_SIM_KUBECONFIG`` to the kubeconfig of a running cluster (``python hack/simcluster.py up``) to reuse it
+instead of starting one per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hack"))
+
+from simcluster import SimCluster
+
+WIDGET = {"group": "test.ks-installer.io", "version": "v1", "plural": "widgets", "kind": "Widget"}
+
+
+@pytest.fixture(scope="session")
+def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
+    """The running cluster (``.kubeconfig``, ``.kubectl(...)``, ``.state_dir``); KUBECONFIG points at it."""
+    reuse = os.environ.get("KS_SIM_KUBECONFIG")
+    if reuse:
+        cluster = SimCluster.attach(reuse)
+    else:
+        # die_with_parent: even a SIGKILLed pytest leaves no cluster behind
+        cluster = SimCluster(tmp_path_factory.mktemp("ks-sim"), die_with_parent=True).start()
+    previous = signal.signal(signal.SIGTERM, _interrupt)  # a `timeout`/CI kill still runs this finalizer
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("KUBECONFIG", str(cluster.kubeconfig))
+            yield cluster
+    finally:
+        cluster.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="session")
+def kube_api(sim_cluster: SimCluster) -> Iterator[client.ApiClient]:
+    """A kubernetes ApiClient for the simulated cluster (admin)."""
+    api = config.new_client_from_config(config_file=str(sim_cluster.kubeconfig))
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def namespace(kube_api: client.ApiClient, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (without waiting) afterwards."""
+    stem = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:40].strip("-")
+    name = f"t-{stem}-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api(kube_api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    try:
+        core.delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+@dataclass
+class Widgets:
+    """The test CRD ``Widget`` (namespaced, status subresource) through the CustomObjects API."""
+
+    api: client.ApiClient
+    group: str = WIDGET["group"]
+    version: str = WIDGET["version"]
+    plural: str = WIDGET["plural"]
+    kind: str = WIDGET["kind"]
+
+    @property
+    def _custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    def _args(self, namespace: str) -> tuple[str, str, str, str]:
+        return self.group, self.version, namespace, self.plural
+
+    def create(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": f"{self.group}/{self.version}", "kind": self.kind, "metadata": {"name": name},
+                "spec": spec}
+        return self._custom.create_namespaced_custom_object(*self._args(namespace), body)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._custom.get_namespaced_custom_object(*self._args(namespace), name)
+
+    def patch_spec(self, namespace: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch ``spec``."""
+        return self._custom.patch_namespaced_custom_object(*self._args(namespace), name, {"spec": spec})
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch ``status`` through the status subresource."""
+        return self._custom.patch_namespaced_custom_object_status(*self._args(namespace), name,
+                                                                  {"status": status})
+
+
+@pytest.fixture(scope="session")
+def widgets(sim_cluster: SimCluster, kube_api: client.ApiClient) -> Widgets:
+    """The test CRD ``Widget`` installed (namespaced, with a status subresource), and an API for it."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{WIDGET['plural']}.{WIDGET['group']}"},
+        "spec": {
+            "group": WIDGET["group"], "scope": "Namespaced",
+            "names": {"plural": WIDGET["plural"], "singular": "widget", "kind": WIDGET["kind"]},
+            "versions": [{
+                "name": WIDGET["version"], "served": True, "storage": True, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                }}},
+            }],
+        },
+    }
+    manifest = sim_cluster.state_dir / "widget-crd.json"
+    manifest.write_text(json.dumps(crd))
+    sim_cluster.kubectl("apply", "-f", str(manifest))
+    sim_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd['metadata']['name']}")
+    return Widgets(kube_api)

@@ -1,0 +1,290 @@
+"""The user's path under the real shell-operator: apply the installer manifest and the default cc, edit the cc.
+
+shell-operator runs this repo's hooks dir with a token of the installer's ServiceAccount (so the manifest's RBAC
+is what the hook gets, as in the pod). The tests in this file share one installation and run in order, like a
+user's session: install, no-op apply, edits, restart, bad input.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from shelloperator import ShellOperator
+from simcluster import SimCluster
+
+from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, LEASE_NAME, NAMESPACE, STATE_SECRET
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_MODULES = {"preinstall", "ks-core", "ks-config", "monitoring"}
+CORE_DEPLOYMENTS = ("ks-apiserver", "ks-console", "ks-controller-manager")
+RECONCILE_TIMEOUT = 600
+
+
+@dataclass
+class Session:
+    cluster: SimCluster
+    api: client.ApiClient
+    root: Path
+    operator: ShellOperator
+
+    @property
+    def base(self) -> Path:
+        return self.root / "kubesphere"
+
+    def start_operator(self) -> None:
+        kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "ks-installer", self.root / "sa.kubeconfig")
+        self.operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=self.root / "so",
+                                      env={"KS_BASE_DIR": str(self.base), "KS_RESULTS_DIR": str(self.base / "results"),
+                                           "KS_CONSOLE_TIMEOUT": "300"},
+                                      path_prepend=[self.cluster.bin_dir])
+        self.operator.start()
+        self.operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60)
+
+    def hook_lines(self, since: int = 0) -> list[str]:
+        """The hook's log lines (shell-operator logs one JSON object per line; hook output is its ``msg``)."""
+        out = []
+        for raw in self.operator.log_text()[since:].splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("output") in ("stdout", "stderr"):
+                out.append(str(entry.get("msg", "")))
+        return out
+
+    def wait_reconciled(self, since: int) -> list[str]:
+        """Wait for the end of a reconcile logged after ``since``; the hook's lines of it."""
+        self.operator.wait_for_log(r"Reconcile finished|spec is invalid; nothing was changed", since=since,
+                                   timeout=RECONCILE_TIMEOUT)
+        time.sleep(1)  # the hook's last lines and exit
+        return self.hook_lines(since)
+
+    def kubectl(self, *args: str) -> str:
+        return self.cluster.kubectl(*args, timeout=RECONCILE_TIMEOUT + 30).stdout
+
+    def patch_spec(self, spec: dict[str, Any]) -> int:
+        mark = self.operator.mark()
+        self.kubectl("patch", "cc", CC_NAME, "-n", NAMESPACE, "--type=merge", "-p", json.dumps({"spec": spec}))
+        return mark
+
+    def cc(self) -> dict[str, Any]:
+        return client.CustomObjectsApi(self.api).get_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE,
+                                                                              CC_PLURAL, CC_NAME)
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        return next(c for c in self.cc()["status"]["conditions"] if c["type"] == type_)
+
+
+def started(lines: list[str]) -> set[str]:
+    return {m.group(2) for line in lines if (m := re.match(r"Start (installing|uninstalling) (\S+)$", line))}
+
+
+def resource_versions(api: client.ApiClient) -> dict[str, str]:
+    """resourceVersion of every object the installer applied (module label), by kind/namespace/name."""
+    out: dict[str, str] = {}
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    selector = "installer.kubesphere.io/module"
+    for kind, items in (
+        ("Deployment", apps.list_deployment_for_all_namespaces(label_selector=selector).items),
+        ("DaemonSet", apps.list_daemon_set_for_all_namespaces(label_selector=selector).items),
+        ("Service", core.list_service_for_all_namespaces(label_selector=selector).items),
+        ("ConfigMap", core.list_config_map_for_all_namespaces(label_selector=selector).items),
+    ):
+        for i in items:
+            out[f"{kind}/{i.metadata.namespace}/{i.metadata.name}"] = i.metadata.resource_version
+    return out
+
+
+def _reset(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    for call in (
+        lambda: client.CustomObjectsApi(api).delete_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE,
+                                                                             CC_PLURAL, CC_NAME),
+        lambda: core.delete_namespaced_secret(STATE_SECRET, NAMESPACE),
+        lambda: client.CoordinationV1Api(api).delete_namespaced_lease(LEASE_NAME, NAMESPACE),
+    ):
+        try:
+            call()
+        except client.exceptions.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+@pytest.fixture(scope="module")
+def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    _reset(kube_api)
+    sim_cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
+    sim_cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+    s = Session(sim_cluster, kube_api, tmp_path_factory.mktemp("e2e"), None)  # type: ignore[arg-type]
+    s.start_operator()
+    try:
+        yield s
+    finally:
+        s.operator.stop()
+        _reset(kube_api)
+
+
+def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
+    mark = session.operator.mark()
+    session.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+    wait = session.cluster.kubectl("wait", "--for=condition=Ready", f"--timeout={RECONCILE_TIMEOUT}s", "-n",
+                                   NAMESPACE, "cc/ks-installer", timeout=RECONCILE_TIMEOUT + 30)
+    assert "condition met" in wait.stdout
+    lines = session.wait_reconciled(mark)
+    assert started(lines) == DEFAULT_MODULES
+    assert "Waiting for all tasks to be completed ..." in lines
+    assert any(re.fullmatch(r"task ks-core status is successful  \(\d/4\)", line) for line in lines)
+    # the welcome box, in the pod log and in the file KubeKey reads
+    assert "###              Welcome to KubeSphere!           ###" in lines
+    running = (session.base / "playbooks" / "kubesphere_running").read_text()
+    assert "Welcome to KubeSphere!" in running and "Account: admin" in running
+    console = next(line for line in running.splitlines() if line.startswith("Console: "))
+    assert re.fullmatch(r"Console: http://172\.31\.0\.\d:30880", console)
+    apps = client.AppsV1Api(session.api)
+    for name in CORE_DEPLOYMENTS:
+        conds = apps.read_namespaced_deployment(name, NAMESPACE).status.conditions
+        assert any(c.type == "Available" and c.status == "True" for c in conds), name
+    status = session.cc()["status"]
+    assert status["core"]["status"] == "enabled" and status["core"]["version"] == "v3.4.1"
+    assert status["monitoring"]["status"] == "enabled"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\w+", status["monitoring"]["enabledTime"])
+    # each module's Ansible output in its results dir
+    for module in DEFAULT_MODULES:
+        stdout = (session.base / "results" / module / "stdout").read_text()
+        assert "PLAY RECAP" in stdout, module
+    # secrets never reach the log
+    secret = client.CoreV1Api(session.api).read_namespaced_secret("kubesphere-secret", NAMESPACE)
+    jwt = secret.data["secret"]
+    assert base64.b64decode(jwt).decode() not in session.operator.log_text()
+    printed = session.kubectl("get", "cc", "-n", NAMESPACE)
+    assert re.search(r"ks-installer\s+True\s+4/4\s+Installed\s+v3\.4\.1", printed), printed
+
+
+def test_identical_apply_runs_nothing(session: Session) -> None:
+    before = resource_versions(session.api)
+    mark = session.operator.mark()
+    session.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+    time.sleep(5)
+    assert not started(session.hook_lines(mark))
+    assert resource_versions(session.api) == before
+
+
+def test_monitoring_setting_reruns_only_monitoring(session: Session) -> None:
+    before = resource_versions(session.api)
+    mark = session.patch_spec({"monitoring": {"node_exporter": {"port": 9101}}})
+    lines = session.wait_reconciled(mark)
+    assert started(lines) == {"monitoring"}
+    assert "[monitoring] monitoring.node_exporter.port: 9100 -> 9101" in lines
+    after = resource_versions(session.api)
+    changed = {k for k in after if after[k] != before.get(k)}
+    assert "DaemonSet/kubesphere-monitoring-system/node-exporter" in changed
+    assert all("kubesphere-monitoring-system" in k for k in changed), changed
+    svc = client.CoreV1Api(session.api).read_namespaced_service("node-exporter", "kubesphere-monitoring-system")
+    assert [p.port for p in svc.spec.ports] == [9101]
+
+
+def test_etcd_monitoring_needs_the_secret_then_mounts_it(session: Session) -> None:
+    custom = client.CustomObjectsApi(session.api)
+
+    def prometheus() -> dict[str, Any]:
+        return custom.get_namespaced_custom_object("monitoring.coreos.com", "v1", "kubesphere-monitoring-system",
+                                                   "prometheuses", "k8s")
+
+    assert "kube-etcd-client-certs" not in prometheus()["spec"].get("secrets", [])
+    mark = session.patch_spec({"etcd": {"monitoring": True, "endpointIps": "172.31.0.2"}})
+    lines = session.wait_reconciled(mark)
+    assert started(lines) == {"monitoring"}
+    module = session.cc()["status"]["modules"]["monitoring"]
+    assert module["phase"] == "Failed"
+    assert "kube-etcd-client-certs" in module["message"] and "kubectl -n kubesphere-monitoring-system create secret" \
+        in module["message"]
+    assert "kube-etcd-client-certs" not in prometheus()["spec"].get("secrets", [])  # Prometheus is not broken
+
+    session.kubectl("create", "secret", "generic", "kube-etcd-client-certs", "-n", "kubesphere-monitoring-system",
+                    "--from-literal=etcd-client-ca.crt=ca", "--from-literal=etcd-client.crt=crt",
+                    "--from-literal=etcd-client.key=key")
+    mark = session.operator.mark()
+    session.kubectl("annotate", "cc", CC_NAME, "-n", NAMESPACE, "--overwrite",
+                    "installer.kubesphere.io/retry=etcd-secret")
+    lines = session.wait_reconciled(mark)
+    assert started(lines) == {"monitoring"}
+    assert prometheus()["spec"]["secrets"] == ["kube-etcd-client-certs"]
+    assert session.cc()["status"]["modules"]["monitoring"]["phase"] == "Installed"
+    assert session.condition("Ready")["status"] == "True"
+
+
+def test_console_port_changes_only_what_depends_on_it(session: Session) -> None:
+    mark = session.patch_spec({"common": {"core": {"console": {"port": 30881}}}})
+    lines = session.wait_reconciled(mark)
+    assert started(lines) == {"ks-core"}
+    svc = client.CoreV1Api(session.api).read_namespaced_service("ks-console", NAMESPACE)
+    assert [p.node_port for p in svc.spec.ports if p.node_port] == [30881]
+    running = (session.base / "playbooks" / "kubesphere_running").read_text()
+    assert re.search(r"Console: http://[\d.]+:30881", running)
+
+
+def test_restarting_shell_operator_reruns_nothing(session: Session) -> None:
+    before = resource_versions(session.api)
+    session.operator.stop()
+    session.start_operator()
+    lines = session.wait_reconciled(0)
+    assert "Plan: nothing to do" in lines
+    assert not started(lines)
+    assert resource_versions(session.api) == before
+    assert session.condition("Ready")["status"] == "True"
+
+
+@pytest.mark.parametrize("spec, field, expected", [
+    ({"etcd": {"monitoring": "yes"}}, "etcd.monitoring", "boolean"),
+    ({"multicluster": {"clusterRole": "hub"}}, "multicluster.clusterRole", "hub"),
+    ({"common": {"core": {"console": {"port": "; rm -rf /"}}}}, "common.core.console.port", "integer"),
+])
+def test_bad_spec_is_stalled_and_changes_nothing(session: Session, spec: dict[str, Any], field: str,
+                                                 expected: str) -> None:
+    before, previous = resource_versions(session.api), session.cc()["spec"]
+    mark = session.patch_spec(spec)
+    lines = session.wait_reconciled(mark)
+    assert not started(lines)
+    assert any(field in line and expected in line for line in lines), lines
+    stalled = session.condition("Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec" and field in stalled["message"]
+    assert session.condition("Ready")["status"] == "False"
+    assert resource_versions(session.api) == before
+    restore(session, previous, spec)
+
+
+def test_missing_storage_class_fails_preinstall_and_changes_nothing(session: Session) -> None:
+    before, previous = resource_versions(session.api), session.cc()["spec"]
+    spec = {"persistence": {"storageClass": "fast-ssd"}}
+    mark = session.patch_spec(spec)
+    lines = session.wait_reconciled(mark)
+    assert started(lines) == {"preinstall"}
+    modules = session.cc()["status"]["modules"]
+    assert modules["preinstall"]["phase"] == "Failed"
+    assert "StorageClass" in modules["preinstall"]["message"] and "fast-ssd" in modules["preinstall"]["message"]
+    assert modules["monitoring"]["phase"] == "Blocked"  # it reads persistence.storageClass: not run
+    ready = session.condition("Ready")
+    assert ready["status"] == "False" and "preinstall" in ready["message"]
+    assert resource_versions(session.api) == before
+    restore(session, previous, spec)
+
+
+def restore(session: Session, previous: dict[str, Any], spec: dict[str, Any]) -> None:
+    """Put the previous values of ``spec``'s top-level keys back: Ready again, and nothing re-installed."""
+    mark = session.patch_spec({k: previous[k] for k in spec})
+    lines = session.wait_reconciled(mark)
+    assert not started(lines)
+    assert session.condition("Ready")["status"] == "True"
+    assert session.condition("Stalled")["status"] == "False"
+    assert all(m["phase"] in ("Installed", "Uninstalled") for m in session.cc()["status"]["modules"].values())

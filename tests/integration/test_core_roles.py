@@ -1,0 +1,185 @@
+"""preinstall, ks-core and ks-config against the simulated cluster (kwok makes their pods Running and Ready)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from installer import KS_VERSION
+from installer.config.defaults import apply_defaults
+from installer.kube import cluster_facts
+from installer.plan import Action, Step
+from installer.rollout import CONFIG_HASH
+from installer.runner import PlaybookRunner
+from installer.settings import MODULE_LABEL, NAMESPACE, Settings
+
+from .conftest import REPO, Installer
+
+pytestmark = pytest.mark.cluster
+WORKLOADS = ("ks-apiserver", "ks-console", "ks-controller-manager")
+
+
+def uninstall(installer: Installer, module: str) -> None:
+    """Run the module's uninstall playbook, as the engine would."""
+    base = installer.results.parent / "uninstall"
+    settings = Settings(base, REPO / "playbooks", REPO / "roles", base / "results", 1, 600, 1)
+    variables = {**apply_defaults({}), **cluster_facts(installer.api), "ks_version": KS_VERSION,
+                 "ks_namespace": NAMESPACE}
+    outcome = PlaybookRunner(settings, variables, threading.Event()).run(Step(module, Action.UNINSTALL))
+    assert outcome.ok, outcome.message
+
+
+def remove_core(installer: Installer) -> None:
+    for module in ("ks-config", "ks-core"):
+        uninstall(installer, module)
+
+
+@pytest.fixture
+def core(installer: Installer) -> Iterator[Installer]:
+    """The engine on a cluster without ks-core and ks-config (a spec never disables them: their uninstall
+    playbooks clean up before and after)."""
+    installer.env.update(KS_CONSOLE_TIMEOUT="120")
+    remove_core(installer)
+    yield installer
+    remove_core(installer)
+
+
+def reconcile_ok(installer: Installer) -> list[str]:
+    proc = installer.reconcile()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return installer.ran(proc)
+
+
+def secret_data(installer: Installer) -> dict[str, str]:
+    data = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data
+    return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+
+def kubesphere_yaml(installer: Installer) -> dict[str, Any]:
+    cm = client.CoreV1Api(installer.api).read_namespaced_config_map("kubesphere-config", NAMESPACE)
+    return yaml.safe_load(cm.data["kubesphere.yaml"])
+
+
+def deployment(installer: Installer, name: str) -> client.V1Deployment:
+    return client.AppsV1Api(installer.api).read_namespaced_deployment(name, NAMESPACE)
+
+
+def test_default_install(core: Installer) -> None:
+    core.apply_cc()
+    assert {"preinstall", "ks-core", "ks-config"} <= set(reconcile_ok(core))
+    modules = core.status()["modules"]
+    assert all(modules[m]["phase"] == "Installed" for m in ("preinstall", "ks-core", "ks-config"))
+    assert core.status()["core"]["status"] == "enabled"
+    for name in WORKLOADS:
+        dep = deployment(core, name)
+        assert dep.status.available_replicas == dep.spec.replicas == 2  # three simulated nodes
+        assert dep.metadata.labels[MODULE_LABEL] == "ks-core"
+    console = client.CoreV1Api(core.api).read_namespaced_service("ks-console", NAMESPACE)
+    assert console.spec.type == "NodePort" and console.spec.ports[0].node_port == 30880
+    assert client.CoreV1Api(core.api).read_namespace("kubesphere-controls-system")
+
+    secret = secret_data(core)
+    assert secret["initAdminPassword"] == "P@88w0rd" and len(secret["secret"]) == 32
+    assert secret["token"].count(".") == 2
+    user = client.CustomObjectsApi(core.api).get_cluster_custom_object("iam.kubesphere.io", "v1alpha2", "users",
+                                                                        "admin")
+    assert user["spec"]["email"] == "admin@kubesphere.io"
+
+    config = kubesphere_yaml(core)
+    assert config["authentication"]["jwtSecret"] == secret["secret"]
+    assert config["multicluster"] == {"clusterRole": "none", "enable": False}
+    assert "logging" not in config and "devops" not in config
+    for name in ("ks-apiserver", "ks-controller-manager"):
+        assert deployment(core, name).spec.template.metadata.annotations[CONFIG_HASH]
+
+    # No secret value reaches the results, the log lines or the status.
+    texts = [p.read_text(errors="replace") for p in core.results.rglob("*") if p.is_file()]
+    texts.append(str(core.status()))
+    for value in (secret["secret"], secret["token"]):
+        assert not any(value in text for text in texts)
+
+    assert core.ran(core.reconcile()) == []
+    assert secret_data(core) == secret
+
+
+def test_console_port_change_reruns_only_ks_core(core: Installer) -> None:
+    core.apply_cc()
+    reconcile_ok(core)
+    secret, template = secret_data(core), deployment(core, "ks-apiserver").spec.template
+    core.apply_cc(common__core__console__port=30881)
+    assert reconcile_ok(core) == ["ks-core"]
+    console = client.CoreV1Api(core.api).read_namespaced_service("ks-console", NAMESPACE)
+    assert console.spec.ports[0].node_port == 30881
+    assert secret_data(core) == secret  # generated values survive a re-run
+    assert deployment(core, "ks-apiserver").spec.template == template  # not rolled; config hash kept
+
+
+def test_config_change_rolls_the_readers(core: Installer) -> None:
+    core.apply_cc()
+    reconcile_ok(core)
+    before = {n: deployment(core, n) for n in WORKLOADS}
+    core.apply_cc(network__networkpolicy={"enabled": True})
+    assert reconcile_ok(core) == ["ks-config"]
+    assert kubesphere_yaml(core)["network"]["enableNetworkPolicy"] is True
+    for name in ("ks-apiserver", "ks-controller-manager"):
+        dep = deployment(core, name)
+        assert dep.spec.template.metadata.annotations[CONFIG_HASH] != \
+            before[name].spec.template.metadata.annotations[CONFIG_HASH]
+        assert dep.status.updated_replicas == dep.status.available_replicas == dep.spec.replicas
+    assert deployment(core, "ks-console").metadata.generation == before["ks-console"].metadata.generation
+
+
+def test_user_jwt_secret_and_admin_password(core: Installer) -> None:
+    core.apply_cc(authentication={"jwtSecret": "a-secret-chosen-by-the-user", "adminPassword": ""})
+    reconcile_ok(core)
+    secret = secret_data(core)
+    assert secret["secret"] == "a-secret-chosen-by-the-user"
+    assert secret["initAdminPassword"] != "P@88w0rd" and len(secret["initAdminPassword"]) == 16
+    assert kubesphere_yaml(core)["authentication"]["jwtSecret"] == "a-secret-chosen-by-the-user"
+    assert not any("a-secret-chosen-by-the-user" in p.read_text(errors="replace")
+                   for p in core.results.rglob("*") if p.is_file())
+    # Clearing jwtSecret keeps the key (and so every issued token) instead of generating a new one.
+    core.apply_cc(authentication={"jwtSecret": "", "adminPassword": ""})
+    assert set(reconcile_ok(core)) == {"ks-core", "ks-config"}
+    assert secret_data(core) == secret
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"persistence__storageClass": "missing"},
+     "persistence.storageClass is missing, but no StorageClass of that name exists (the cluster has: local)"),
+    ({"authentication": {"jwtSecret": "", "adminPassword": "lowercase-only"}},
+     "authentication.adminPassword is too weak: it needs an uppercase letter, a digit"),
+])
+def test_preinstall_checks_block_the_install(installer: Installer, changes: dict[str, Any], message: str) -> None:
+    installer.apply_cc(**changes)
+    proc = installer.reconcile()
+    assert proc.returncode == 1
+    status = installer.status()["modules"]
+    assert status["preinstall"]["phase"] == "Failed"
+    assert status["preinstall"]["message"] == message
+    assert status["ks-core"]["phase"] == "Blocked"
+    assert "lowercase-only" not in proc.stderr + str(installer.status())
+
+
+def test_uninstall_keeps_crds_and_kubesphere_system(core: Installer) -> None:
+    core.apply_cc()
+    reconcile_ok(core)
+    remove_core(core)
+    v1, apps = client.CoreV1Api(core.api), client.AppsV1Api(core.api)
+    assert not v1.list_namespaced_config_map(NAMESPACE, label_selector=f"{MODULE_LABEL} in (ks-core,ks-config)").items
+    assert not apps.list_namespaced_deployment(NAMESPACE, label_selector=f"{MODULE_LABEL}=ks-core").items
+    with pytest.raises(ApiException) as gone:
+        v1.read_namespaced_secret("kubesphere-secret", NAMESPACE)
+    assert gone.value.status == 404
+    assert v1.read_namespace(NAMESPACE).status.phase == "Active"
+    with pytest.raises(ApiException):
+        v1.read_namespace("kubesphere-controls-system")
+    crd = client.ApiextensionsV1Api(core.api).read_custom_resource_definition("users.iam.kubesphere.io")
+    assert crd.metadata.name

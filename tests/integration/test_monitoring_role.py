@@ -1,0 +1,145 @@
+"""The monitoring module (role ks-monitor) against the simulated cluster.
+
+The prometheus-operator image does not run here (kwok only simulates kubelets), so Prometheus and
+Alertmanager are checked as objects, never for pods.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from installer.settings import MODULE_LABEL
+
+from .conftest import Installer
+
+pytestmark = pytest.mark.cluster
+NS = "kubesphere-monitoring-system"
+SECRET = "kube-etcd-client-certs"
+ETCD = {"etcd__monitoring": True, "etcd__endpointIps": "192.168.0.11, 192.168.0.12"}
+
+
+@pytest.fixture
+def mon(installer: Installer) -> Iterator[Installer]:
+    installer.env["KS_CONSOLE_TIMEOUT"] = "1"  # the console is ks-core's business, not this module's
+    yield installer
+    with contextlib.suppress(ApiException):
+        client.CoreV1Api(installer.api).delete_namespaced_secret(SECRET, NS)
+
+
+def get(api: client.ApiClient, api_version: str, kind: str, name: str, namespace: str | None = NS) -> Any:
+    """The live object as a dict, or None."""
+    try:
+        res = DynamicClient(api).resources.get(api_version=api_version, kind=kind)
+        return res.get(name=name, namespace=namespace).to_dict()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def reconcile_ok(installer: Installer) -> list[str]:
+    proc = installer.reconcile()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert installer.status()["modules"]["monitoring"]["phase"] == "Installed"
+    return installer.ran(proc)
+
+
+def prometheus_secrets(installer: Installer) -> list[str] | None:
+    return get(installer.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")["spec"].get("secrets")
+
+
+def test_monitoring_installs_the_prometheus_stack(mon: Installer) -> None:
+    mon.apply_cc()
+    assert "monitoring" in reconcile_ok(mon)
+    assert mon.status()["monitoring"]["status"] == "enabled"
+    apps = client.AppsV1Api(mon.api)
+    for name in ("prometheus-operator", "kube-state-metrics"):  # waited for: Available
+        assert apps.read_namespaced_deployment(name, NS).status.available_replicas == 1
+    node_exporter = apps.read_namespaced_daemon_set("node-exporter", NS)
+    assert node_exporter.spec.template.spec.containers[1].ports[0].host_port == 9100
+    prometheus = get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")
+    assert prometheus["spec"]["replicas"] == 2  # three simulated nodes
+    assert prometheus["spec"]["retention"] == "7d"
+    assert "secrets" not in prometheus["spec"]
+    assert prometheus["metadata"]["labels"][MODULE_LABEL] == "monitoring"
+    assert get(mon.api, "monitoring.coreos.com/v1", "Alertmanager", "main")["spec"]["replicas"] == 1
+    for name in ("ks-apiserver", "ks-controller-manager", "node-exporter", "kube-state-metrics", "kubelet"):
+        assert get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", name), name
+    assert get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "thanosrulers.monitoring.coreos.com",
+               None)
+    # Nothing changed: nothing runs.
+    assert mon.ran(mon.reconcile()) == []
+
+
+def test_etcd_monitoring_turned_on_later_waits_for_the_secret_then_mounts_it(mon: Installer) -> None:
+    mon.apply_cc()
+    reconcile_ok(mon)
+
+    # The default endpointIps (localhost) cannot go into an Endpoints object.
+    mon.apply_cc(etcd__monitoring=True)
+    proc = mon.reconcile()
+    assert mon.ran(proc) == ["monitoring"]
+    module = mon.status()["modules"]["monitoring"]
+    assert module["phase"] == "Failed" and "etcd.endpointIps" in module["message"] and "localhost" in module["message"]
+
+    # Real IPs, but no client certificates yet: the rest is applied, Prometheus does not mount the Secret.
+    mon.apply_cc(**ETCD)
+    proc = mon.reconcile()
+    assert mon.ran(proc) == ["monitoring"]
+    module = mon.status()["modules"]["monitoring"]
+    assert module["phase"] == "Failed"
+    assert SECRET in module["failedTask"]
+    assert (f"kubectl -n {NS} create secret generic {SECRET} --from-file=etcd-client-ca.crt="
+            in " ".join(module["message"].split()))
+    assert prometheus_secrets(mon) is None
+    assert get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", "etcd") is None
+
+    # The user creates the Secret; the retry (no spec change) mounts it and adds the etcd scrape objects.
+    data = {k: base64.b64encode(b"pem").decode() for k in ("etcd-client-ca.crt", "etcd-client.crt", "etcd-client.key")}
+    client.CoreV1Api(mon.api).create_namespaced_secret(NS, {"metadata": {"name": SECRET}, "data": data})
+    assert mon.ran(mon.reconcile()) == ["monitoring"]
+    assert mon.status()["modules"]["monitoring"]["phase"] == "Installed"
+    assert prometheus_secrets(mon) == [SECRET]
+    monitor = get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", "etcd")
+    tls = monitor["spec"]["endpoints"][0]["tlsConfig"]
+    assert tls["certFile"] == f"/etc/prometheus/secrets/{SECRET}/etcd-client.crt"
+    endpoints = get(mon.api, "v1", "Endpoints", "etcd", "kube-system")
+    assert [a["ip"] for a in endpoints["subsets"][0]["addresses"]] == ["192.168.0.11", "192.168.0.12"]
+    assert endpoints["subsets"][0]["ports"][0]["port"] == 2379
+    assert get(mon.api, "v1", "Service", "etcd", "kube-system")
+
+    # Off again: the etcd objects and the mount go; the user's Secret and the controller's Endpoints stay.
+    mon.apply_cc()
+    assert reconcile_ok(mon) == ["monitoring"]
+    assert prometheus_secrets(mon) is None
+    assert get(mon.api, "v1", "Endpoints", "etcd", "kube-system") is None
+    assert get(mon.api, "v1", "Service", "etcd", "kube-system") is None
+    assert get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", "etcd") is None
+    assert get(mon.api, "v1", "Secret", SECRET)
+    assert get(mon.api, "v1", "Endpoints", "kube-state-metrics")
+
+
+def test_external_prometheus_removes_the_stack_but_keeps_crds(mon: Installer) -> None:
+    mon.apply_cc()
+    reconcile_ok(mon)
+    mon.apply_cc(common__monitoring__type="external")
+    assert "monitoring" in reconcile_ok(mon)
+    assert get(mon.api, "apps/v1", "Deployment", "prometheus-operator") is None
+    assert get(mon.api, "apps/v1", "DaemonSet", "node-exporter") is None
+    assert get(mon.api, "rbac.authorization.k8s.io/v1", "ClusterRole", "kubesphere-prometheus-k8s", None) is None
+    assert get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "prometheuses.monitoring.coreos.com",
+               None)
+    assert get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s") is None
+    assert get(mon.api, "v1", "Namespace", NS, None)
+
+    mon.apply_cc()
+    reconcile_ok(mon)
+    assert get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")

@@ -1,0 +1,185 @@
+"""The simulated cluster is a real one: API semantics, controllers, kwok nodes, and a clean shutdown."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from kubernetes import client
+from simcluster import (
+    KWOK_NODE_ANNOTATION,
+    NODES,
+    POD_CIDR,
+    STORAGE_CLASS,
+    SimCluster,
+    pid_alive,
+    port_open,
+)
+
+pytestmark = pytest.mark.cluster
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+
+
+def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "condition") -> T:
+    """Poll ``probe`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_custom_object_spec_and_status_subresource(widgets: Any, namespace: str) -> None:
+    created = widgets.create(namespace, "w1", {"size": 1, "color": "red"})
+    assert created["metadata"]["generation"] == 1
+    assert created["spec"] == {"size": 1, "color": "red"}
+    assert "status" not in created
+
+    patched = widgets.patch_spec(namespace, "w1", {"size": 2})
+    assert patched["spec"] == {"size": 2, "color": "red"}
+    assert patched["metadata"]["generation"] == 2
+
+    with_status = widgets.patch_status(namespace, "w1", {"phase": "Ready", "observedGeneration": 2})
+    assert with_status["status"] == {"phase": "Ready", "observedGeneration": 2}
+    assert with_status["spec"] == {"size": 2, "color": "red"}
+    assert with_status["metadata"]["generation"] == 2  # status writes do not bump the generation
+
+    # with a status subresource, status sent to the main resource is ignored, and spec sent to /status too
+    custom = client.CustomObjectsApi(widgets.api)
+    args = (widgets.group, widgets.version, namespace, widgets.plural, "w1")
+    custom.patch_namespaced_custom_object(*args, {"spec": {"size": 3}, "status": {"phase": "Ignored"}})
+    custom.patch_namespaced_custom_object_status(*args, {"spec": {"size": 99}, "status": {"phase": "Done"}})
+    live = widgets.get(namespace, "w1")
+    assert live["spec"]["size"] == 3
+    assert live["status"] == {"phase": "Done", "observedGeneration": 2}
+    assert live["metadata"]["generation"] == 3
+
+
+def test_nodes_are_kwok_nodes_and_ready(kube_api: client.ApiClient) -> None:
+    nodes = {n.metadata.name: n for n in client.CoreV1Api(kube_api).list_node().items}
+    assert set(nodes) >= {name for name, _, _ in NODES}
+    for name, ip, control_plane in NODES:
+        node = nodes[name]
+        assert node.metadata.annotations[KWOK_NODE_ANNOTATION[0]] == KWOK_NODE_ANNOTATION[1]
+        assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
+        assert {a.type: a.address for a in node.status.addresses}["InternalIP"] == ip
+        assert ("node-role.kubernetes.io/control-plane" in node.metadata.labels) is control_plane
+        assert not node.spec.taints
+    sc = client.StorageV1Api(kube_api).read_storage_class(STORAGE_CLASS)
+    assert sc.metadata.annotations["storageclass.kubernetes.io/is-default-class"] == "true"
+
+
+def test_deployment_becomes_available_on_kwok_node(kube_api: client.ApiClient, namespace: str) -> None:
+    labels = {"app": "web"}
+    apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
+    apps.create_namespaced_deployment(namespace, client.V1Deployment(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1DeploymentSpec(
+            replicas=2, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=client.V1PodSpec(containers=[client.V1Container(name="web", image="nginx:1.27")])))))
+
+    dep = eventually(lambda: (d := apps.read_namespaced_deployment_status("web", namespace)).status.available_replicas
+                     == 2 and d, what="2 available replicas")
+    assert {c.type: c.status for c in dep.status.conditions}["Available"] == "True"
+
+    kwok_nodes = {n.metadata.name for n in core.list_node().items
+                  if (n.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION[0]) == KWOK_NODE_ANNOTATION[1]}
+    pods = core.list_namespaced_pod(namespace, label_selector="app=web").items
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod.spec.node_name in kwok_nodes
+        assert pod.status.phase == "Running"
+        assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(POD_CIDR)
+        assert pod.status.container_statuses[0].ready
+
+
+def test_controllers_tokens_volumes_and_jobs(sim_cluster: SimCluster, kube_api: client.ApiClient,
+                                             namespace: str) -> None:
+    core = client.CoreV1Api(kube_api)
+    # service-account controller, root CA publisher, and the token controller (legacy token Secrets)
+    eventually(lambda: core.list_namespaced_service_account(namespace, field_selector="metadata.name=default").items,
+               what="default ServiceAccount")
+    eventually(lambda: core.list_namespaced_config_map(namespace, field_selector="metadata.name=kube-root-ca.crt")
+               .items, what="kube-root-ca.crt")
+    core.create_namespaced_secret(namespace, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="tok", annotations={"kubernetes.io/service-account.name": "default"}),
+        type="kubernetes.io/service-account-token"))
+    secret = eventually(lambda: (s := core.read_namespaced_secret("tok", namespace)).data
+                        and "token" in s.data and s, what="token in the Secret")
+    assert set(secret.data) >= {"token", "ca.crt", "namespace"}
+
+    # the default StorageClass provisions through kwok and the PV controller binds
+    core.create_namespaced_persistent_volume_claim(namespace, client.V1PersistentVolumeClaim(
+        metadata=client.V1ObjectMeta(name="data"),
+        spec=client.V1PersistentVolumeClaimSpec(
+            access_modes=["ReadWriteOnce"],
+            resources=client.V1VolumeResourceRequirements(requests={"storage": "1Gi"}))))
+    pvc = eventually(lambda: (p := core.read_namespaced_persistent_volume_claim("data", namespace)).status.phase
+                     == "Bound" and p, what="PVC Bound")
+    assert pvc.spec.storage_class_name == STORAGE_CLASS
+
+    # a Job's pod completes
+    sim_cluster.kubectl("-n", namespace, "create", "job", "once", "--image=busybox", "--", "true")
+    eventually(lambda: json.loads(sim_cluster.kubectl("-n", namespace, "get", "job", "once", "-o", "json").stdout)
+               ["status"].get("succeeded") == 1, what="Job succeeded")
+
+
+def test_kubectl_helper_and_kubeconfig_env(sim_cluster: SimCluster) -> None:
+    assert os.environ["KUBECONFIG"] == str(sim_cluster.kubeconfig)
+    out = sim_cluster.kubectl("get", "nodes", "-o", "name").stdout.split()
+    assert sorted(out) == sorted(f"node/{name}" for name, _, _ in NODES)
+    version = json.loads(sim_cluster.kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"] == version["clientVersion"]["gitVersion"]
+
+
+def _assert_gone(records: list[dict[str, Any]], ports: dict[str, int]) -> None:
+    assert records, "no processes were recorded"
+    alive = [r for r in records if pid_alive(r["pid"])]
+    assert not alive, f"left running: {alive}"
+    assert not [p for p in ports.values() if port_open(p)], f"ports still open: {ports}"
+
+
+def test_second_cluster_stops_without_leftovers(tmp_path: Path) -> None:
+    with SimCluster(tmp_path / "second", die_with_parent=True, quiet=True) as second:
+        records, ports = second.records(), dict(second.ports)
+        assert {r["name"] for r in records} == {"etcd", "kube-apiserver", "kube-controller-manager",
+                                                "kube-scheduler", "kwok"}
+        assert all(pid_alive(r["pid"], r["argv0"]) for r in records)
+        assert port_open(ports["apiserver"])
+    _assert_gone(records, ports)
+    assert not second.state_dir.exists()
+
+
+def test_cli_up_and_down_from_other_processes(tmp_path: Path) -> None:
+    state = tmp_path / "cli"
+    env = {**os.environ, "KS_SIM_DIR": str(state)}
+    cli = [sys.executable, str(REPO / "hack" / "simcluster.py")]
+    try:
+        up = subprocess.run([*cli, "up"], env=env, capture_output=True, text=True, timeout=180, check=False)
+        assert up.returncode == 0, up.stderr
+        assert f"export KUBECONFIG={state / 'kubeconfig'}" in up.stdout
+        assert "simulated cluster up in" in up.stderr
+        records = json.loads((state / "pids.json").read_text())
+        ports = json.loads((state / "cluster.json").read_text())["ports"]
+        status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True, timeout=30, check=False)
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert "readyz: ok" in status.stdout
+    finally:
+        down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert down.returncode == 0, down.stderr
+    _assert_gone(records, ports)
+    assert not state.exists()

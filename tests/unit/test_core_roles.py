@@ -1,0 +1,294 @@
+"""The preinstall, ks-core and ks-config roles, rendered by Ansible for several specs (no cluster needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from installer.config.defaults import apply_defaults
+
+REPO = Path(__file__).resolve().parents[2]
+ALL_ON = {
+    "common": {"redis": {"enabled": True}, "openldap": {"enabled": True},
+               "monitoring": {"GPUMonitoring": {"enabled": True}},
+               "s3": {"endpoint": "https://s3.example.com", "accessKeyID": "AK", "secretAccessKey": "SK",
+                      "openpitrixBucket": "apps"}},
+    "authentication": {"oauthOptions": {"accessTokenMaxAge": "1h"}, "maximumClockSkew": "20s"},
+    "devops": {"enabled": True, "sonarqube": {"externalSonarUrl": "http://sonar.example.com",
+                                              "externalSonarToken": "tok"}},
+    "logging": {"enabled": True}, "events": {"enabled": True}, "auditing": {"enabled": True},
+    "alerting": {"enabled": True}, "servicemesh": {"enabled": True}, "edgeruntime": {"enabled": True},
+    "openpitrix": {"store": {"enabled": True}},
+    "network": {"networkpolicy": {"enabled": True}, "ippool": {"type": "calico"},
+                "topology": {"type": "weave-scope"}},
+    "multicluster": {"clusterRole": "host", "proxyPublishAddress": "http://10.0.0.9:8080"},
+    "terminal": {"image": "busybox:1.36", "timeout": 0}, "gateway": {"namespace": "gateways"},
+    "local_registry": "reg.local",
+}
+# name → (spec changes, extra variables)
+CORE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "default": ({}, {}),
+    "three_nodes": ({}, {"nodeNum": 3}),
+    "tuned": ({"common": {"core": {"apiserver": {"resources": {"limits": {"cpu": "4"}}},
+                                   "controllerManager": {"resources": {"requests": {"cpu": "1"}}},
+                                   "nodeSelector": {"core": "yes"}, "tolerations": [{"operator": "Exists"}],
+                                   "console": {"type": "ClusterIP", "extraVolumes": [{"name": "x", "emptyDir": {}}],
+                                               "extraVolumeMounts": [{"name": "x", "mountPath": "/x"}]}},
+                          "redis": {"enabled": True}},
+               "nodeSelector": {"global": "yes"}, "zone": "cn"}, {}),
+    "global_scheduling": ({"nodeSelector": {"global": "yes"}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                           "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
+                           "common": {"core": {"console": {"type": "LoadBalancer", "port": 30999}}}}, {}),
+}
+CONFIG: dict[str, dict[str, Any]] = {
+    "default": {},
+    "all_on": ALL_ON,
+    "external_es": {"logging": {"enabled": True},
+                    "common": {"es": {"externalElasticsearchHost": "es.example.com", "externalElasticsearchPort": 9201,
+                                      "externalElasticsearchProtocol": "https", "elkPrefix": "mine",
+                                      "basicAuth": {"enabled": True, "username": "u", "password": "p"}}}},
+    "external_opensearch": {"events": {"enabled": True},
+                            "common": {"opensearch": {"externalOpensearchHost": "os.example.com",
+                                                      "externalOpensearchPort": "9202",
+                                                      "basicAuth": {"enabled": False}}}},
+    "internal_es": {"auditing": {"enabled": True}, "common": {"es": {"enabled": True}}},
+    "member": {"multicluster": {"clusterRole": "member"}},
+}
+# name → (kubernetes_version, adminPassword or None)
+CHECKS: dict[str, tuple[str, str | None]] = {
+    "ok": ("v1.34.4", None), "k3s": ("v1.27.3+k3s1", "Abcdefg1"), "old": ("v1.18.20", None),
+    "empty_password": ("v1.19.0", ""), "weak": ("v1.19.0", "password"), "short": ("v1.19.0", "Ab1"),
+}
+
+
+def _play(out: Path) -> dict[str, Any]:
+    tasks: list[dict[str, Any]] = []
+    for name, (changes, extra) in CORE.items():
+        tasks += [{"ansible.builtin.include_role": {"name": "ks-core", "tasks_from": "render"},
+                   "vars": {**apply_defaults(changes), **extra}},
+                  {"ansible.builtin.copy": {"content": "{{ ks_core_objects | to_json }}",
+                                            "dest": str(out / f"core-{name}.json")}}]
+    for name, changes in CONFIG.items():
+        tasks += [{"ansible.builtin.include_role": {"name": "ks-config", "tasks_from": "render"},
+                   "vars": {**apply_defaults(changes), "ks_jwt_secret": "jwt-key", "ks_admin_token": "admin.token"}},
+                  {"ansible.builtin.copy": {"content": "{{ ks_config_text }}",
+                                            "dest": str(out / f"config-{name}.yaml")}}]
+    for name, (version, password) in CHECKS.items():
+        auth = {} if password is None else {"adminPassword": password}
+        result = str(out / f"check-{name}.txt")
+        tasks.append({"block": [{"ansible.builtin.include_role": {"name": "preinstall", "tasks_from": "checks"},
+                                 "vars": {**apply_defaults({"authentication": auth}), "kubernetes_version": version}},
+                                {"ansible.builtin.copy": {"content": "ok", "dest": result}}],
+                      "rescue": [{"ansible.builtin.copy": {"content": "{{ ansible_failed_result.msg }}",
+                                                           "dest": result}}]})
+    return {"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
+            "vars": {"ks_module": "test", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1", "nodeNum": 1}}
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("core-roles")
+    playbook = out / "render.yaml"
+    playbook.write_text(yaml.safe_dump([_play(out)]))
+    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp")}
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return out
+
+
+def core(out: Path, name: str) -> dict[tuple[str, str], dict[str, Any]]:
+    objects = json.loads((out / f"core-{name}.json").read_text())
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def config(out: Path, name: str) -> dict[str, Any]:
+    return yaml.safe_load((out / f"config-{name}.yaml").read_text())
+
+
+def pod(objects: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str, Any]:
+    return objects[("Deployment", name)]["spec"]["template"]["spec"]
+
+
+# ------------------------------------------------------------------------------------------------ ks-core
+
+
+def test_core_objects(out: Path) -> None:
+    objects = core(out, "default")
+    for ref in [("Namespace", "kubesphere-system"), ("Namespace", "kubesphere-controls-system"),
+                ("ServiceAccount", "kubesphere"), ("ClusterRole", "kubesphere"), ("ClusterRoleBinding", "kubesphere"),
+                ("ConfigMap", "ks-console-config"), ("GlobalRole", "platform-admin"), ("GlobalRoleBinding", "admin"),
+                ("WorkspaceTemplate", "system-workspace"), ("CustomResourceDefinition", "users.iam.kubesphere.io"),
+                ("CustomResourceDefinition", "workspaces.tenant.kubesphere.io"),
+                ("CustomResourceDefinition", "workspacetemplates.tenant.kubesphere.io"),
+                ("CustomResourceDefinition", "clusters.cluster.kubesphere.io")]:
+        assert ref in objects, ref
+    assert not any(kind in ("Secret", "User") for kind, _ in objects)  # ks_core_secret's, never pruned
+    ports = {name: [(p["port"], p["targetPort"], p.get("nodePort"))
+                    for p in objects[("Service", name)]["spec"]["ports"]]
+             for name in ("ks-apiserver", "ks-console", "ks-controller-manager")}
+    assert ports == {"ks-apiserver": [(80, 9090, None)], "ks-console": [(80, 8000, 30880)],
+                     "ks-controller-manager": [(443, 8443, None), (8080, 8080, None)]}
+    assert objects[("Service", "ks-console")]["spec"]["type"] == "NodePort"
+    assert objects[("Service", "ks-apiserver")]["spec"]["type"] == "ClusterIP"
+
+
+def test_core_workloads(out: Path) -> None:
+    objects = core(out, "default")
+    for name in ("ks-apiserver", "ks-console", "ks-controller-manager"):
+        deployment = objects[("Deployment", name)]
+        assert deployment["spec"]["replicas"] == 1
+        spec = pod(objects, name)
+        container = spec["containers"][0]
+        assert container["image"] == f"kubesphere/{name}:v3.4.1"
+        assert container["readinessProbe"] and container["resources"]["limits"]
+        assert spec["serviceAccountName"] == "kubesphere"
+        assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in spec["tolerations"]
+        assert "nodeSelector" not in spec
+        assert deployment["spec"]["selector"]["matchLabels"] == deployment["spec"]["template"]["metadata"]["labels"]
+    for name in ("ks-apiserver", "ks-controller-manager"):
+        spec = pod(objects, name)
+        assert {"name": "kubesphere-config", "configMap": {"name": "kubesphere-config", "optional": True}} \
+            in spec["volumes"]
+        assert spec["containers"][0]["env"] == [{"name": "KUBESPHERE_AUTHENTICATION_JWTSECRET", "valueFrom": {
+            "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}}]
+    assert pod(objects, "ks-apiserver")["containers"][0]["resources"] == {
+        "limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "20m", "memory": "100Mi"}}
+    assert core(out, "three_nodes")[("Deployment", "ks-apiserver")]["spec"]["replicas"] == 2
+
+
+def test_core_spec_settings(out: Path) -> None:
+    objects = core(out, "tuned")
+    apiserver, controller, console = (pod(objects, n) for n in ("ks-apiserver", "ks-controller-manager", "ks-console"))
+    assert apiserver["containers"][0]["resources"] == {"limits": {"cpu": "4"}}
+    assert controller["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    assert apiserver["nodeSelector"] == {"core": "yes"}  # common.core wins over the global key
+    assert apiserver["tolerations"] == [{"operator": "Exists"}]
+    assert apiserver["containers"][0]["image"] == \
+        "registry.cn-beijing.aliyuncs.com/kubesphereio/ks-apiserver:v3.4.1"
+    assert {"name": "KUBESPHERE_REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {
+        "name": "redis-secret", "key": "auth", "optional": True}}} in apiserver["containers"][0]["env"]
+    assert {"name": "x", "emptyDir": {}} in console["volumes"]
+    assert {"name": "x", "mountPath": "/x"} in console["containers"][0]["volumeMounts"]
+    service = objects[("Service", "ks-console")]["spec"]
+    assert service["type"] == "ClusterIP" and "nodePort" not in service["ports"][0]
+
+    objects = core(out, "global_scheduling")
+    apiserver = pod(objects, "ks-apiserver")
+    assert apiserver["nodeSelector"] == {"global": "yes"}
+    assert apiserver["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert apiserver["affinity"]["nodeAffinity"] == {"requiredDuringSchedulingIgnoredDuringExecution": {}}
+    assert apiserver["affinity"]["podAntiAffinity"]  # the default spread is kept
+    service = objects[("Service", "ks-console")]["spec"]
+    assert service["type"] == "LoadBalancer" and service["ports"][0]["nodePort"] == 30999
+
+
+# ---------------------------------------------------------------------------------------------- ks-config
+
+
+def test_default_config(out: Path) -> None:
+    cfg = config(out, "default")
+    assert list(cfg) == ["authentication", "network", "multicluster", "monitoring", "gpu", "notification",
+                         "terminal", "gateway"]  # disabled components have no section
+    assert cfg["authentication"] == {
+        "authenticateRateLimiterMaxTries": 10, "authenticateRateLimiterDuration": "10m0s",
+        "loginHistoryRetentionPeriod": "168h", "maximumClockSkew": "10s", "multipleLogin": True,
+        "kubectlImage": "kubesphere/kubectl:v1.22.0", "jwtSecret": "jwt-key",
+        "oauthOptions": {"clients": [{"name": "kubesphere", "secret": "kubesphere", "redirectURIs": ["*"]}]}}
+    assert cfg["multicluster"] == {"clusterRole": "none", "enable": False}
+    assert cfg["monitoring"] == {"endpoint": "http://prometheus-operated.kubesphere-monitoring-system.svc:9090",
+                                 "enableGPUMonitoring": False}
+    assert cfg["gpu"] == {"kinds": [{"resourceName": "nvidia.com/gpu", "resourceType": "GPU", "default": True}]}
+    assert cfg["network"] == {"enableNetworkPolicy": False, "ippoolType": "none"}
+    assert cfg["terminal"] == {"image": "alpine:3.14", "timeout": 600}
+    assert cfg["gateway"] == {"watchesPath": "/var/helm-charts/watches.yaml",
+                              "repository": "kubesphere/nginx-ingress-controller", "tag": "v1.3.1",
+                              "namespace": "kubesphere-controls-system"}
+
+
+def test_every_section(out: Path) -> None:
+    cfg = config(out, "all_on")
+    assert {"ldap", "redis", "s3", "devops", "sonarQube", "servicemesh", "openpitrix", "logging", "events", "auditing",
+            "alerting", "edgeruntime"} <= cfg.keys()
+    auth = cfg["authentication"]
+    assert auth["maximumClockSkew"] == "20s" and auth["kubectlImage"] == "reg.local/kubesphere/kubectl:v1.22.0"
+    assert auth["oauthOptions"]["accessTokenMaxAge"] == "1h" and auth["oauthOptions"]["clients"]
+    assert cfg["redis"]["host"] == "redis.kubesphere-system.svc"
+    assert cfg["s3"] == {"endpoint": "https://s3.example.com", "region": "us-east-1", "disableSSL": True,
+                         "forcePathStyle": True, "accessKeyID": "AK", "secretAccessKey": "SK", "bucket": "s2i-binaries"}
+    assert cfg["openpitrix"]["s3"]["bucket"] == "apps"
+    assert cfg["devops"]["password"] == "admin.token"
+    assert cfg["sonarQube"] == {"host": "http://sonar.example.com", "token": "tok"}
+    assert cfg["network"] == {"enableNetworkPolicy": True, "ippoolType": "calico",
+                              "weaveScopeHost": "weave-scope-app.weave"}
+    assert cfg["multicluster"] == {"clusterRole": "host", "enable": True,
+                                   "agentImage": "reg.local/kubesphere/tower:v0.2.1",
+                                   "proxyPublishService": "tower.kubesphere-system.svc",
+                                   "proxyPublishAddress": "http://10.0.0.9:8080"}
+    assert cfg["monitoring"]["enableGPUMonitoring"] is True
+    opensearch = {"host": "https://opensearch-cluster-data.kubesphere-logging-system.svc:9200", "basicAuth": True,
+                  "username": "admin", "password": "admin"}
+    assert cfg["logging"] == {**opensearch, "indexPrefix": "ks-whizard-logging"}
+    assert cfg["events"] == {**opensearch, "indexPrefix": "ks-whizard-events"}
+    assert cfg["auditing"] == {"enable": True, "webhookURL": "https://kube-auditing-webhook-svc.kubesphere-logging-system"
+                               ".svc:6443/audit/webhook/event", **opensearch, "indexPrefix": "ks-whizard-auditing"}
+    assert cfg["terminal"] == {"image": "busybox:1.36", "timeout": 0}
+    assert cfg["gateway"]["namespace"] == "gateways"
+    assert cfg["gateway"]["repository"] == "reg.local/kubesphere/nginx-ingress-controller"
+
+
+def test_log_store_choice(out: Path) -> None:
+    assert config(out, "external_es")["logging"] == {"host": "https://es.example.com:9201", "basicAuth": True,
+                                                     "username": "u", "password": "p", "indexPrefix": "ks-mine-log"}
+    assert config(out, "external_opensearch")["events"] == {"host": "https://os.example.com:9202",
+                                                            "indexPrefix": "ks-whizard-events"}
+    auditing = config(out, "internal_es")["auditing"]
+    assert auditing["host"] == "http://elasticsearch-logging-data.kubesphere-logging-system.svc:9200"
+    assert auditing["indexPrefix"] == "ks-logstash-auditing" and "basicAuth" not in auditing
+
+
+def test_member_cluster(out: Path) -> None:
+    cfg = config(out, "member")
+    assert cfg["multicluster"] == {"clusterRole": "member", "enable": False}
+    assert cfg["authentication"]["oauthOptions"]["accessTokenMaxAge"] == 0
+
+
+# --------------------------------------------------------------------------------------------- preinstall
+
+
+def test_preinstall_checks(out: Path) -> None:
+    results = {name: (out / f"check-{name}.txt").read_text() for name in CHECKS}
+    assert results["ok"] == results["k3s"] == results["empty_password"] == "ok"
+    assert results["old"] == "KubeSphere v3.4.1 needs Kubernetes v1.19 or newer; this cluster runs v1.18.20"
+    assert results["weak"] == "authentication.adminPassword is too weak: it needs an uppercase letter, a digit"
+    assert results["short"] == "authentication.adminPassword is too weak: it needs at least 8 characters"
+
+
+def _preinstall_filters() -> Any:
+    path = REPO / "roles" / "preinstall" / "filter_plugins" / "preinstall.py"
+    spec = importlib.util.spec_from_file_location("preinstall_filters", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_preinstall_filters() -> None:
+    f = _preinstall_filters()
+    assert f.ks_password_missing("Passw0rd") == []
+    assert f.ks_password_missing("") == ["at least 8 characters", "an uppercase letter", "a lowercase letter",
+                                         "a digit"]
+    classes = [{"metadata": {"name": "a"}},
+               {"metadata": {"name": "b", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}},
+               {"metadata": {"name": "c", "annotations": {"storageclass.beta.kubernetes.io/is-default-class": "true"}}},
+               {"metadata": {"name": "d", "annotations": {"storageclass.kubernetes.io/is-default-class": "false"}}}]
+    assert f.ks_default_storage_classes(classes) == ["b", "c"]
