@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cluster_objects import labelled_objects
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -89,10 +90,8 @@ class Installer:
         return next(c for c in self.status().get("conditions", []) if c["type"] == type_)
 
     def module_objects(self) -> dict[str, dict[str, str]]:
-        """Labelled stub ConfigMaps by module: their hash and resourceVersion."""
-        items = client.CoreV1Api(self.api).list_config_map_for_all_namespaces(label_selector=MODULE_LABEL).items
-        return {i.metadata.labels[MODULE_LABEL]: {"hash": (i.data or {}).get("hash", ""),
-                                                   "rv": i.metadata.resource_version} for i in items}
+        """The installer's objects by module: ``{module: {"Kind/ns/name": resourceVersion}}``."""
+        return labelled_objects(self.api)
 
     def ran(self, proc: subprocess.CompletedProcess[str]) -> list[str]:
         """Modules whose playbook ran, from the log lines users see."""
