@@ -32,12 +32,12 @@ FULL_RUN = "all"
 """Annotation value that re-runs every enabled module, like the original installer."""
 
 
-def _watch(name: str, jq_filter: str, on_sync: bool) -> dict[str, Any]:
+def _watch(name: str, jq_filter: str, events: list[str], on_sync: bool) -> dict[str, Any]:
     return {
         "name": name,
         "apiVersion": f"{CC_GROUP}/{CC_VERSION}",
         "kind": CC_KIND,
-        "executeHookOnEvent": ["Added", "Modified"],
+        "executeHookOnEvent": events,
         "executeHookOnSynchronization": on_sync,
         "nameSelector": {"matchNames": [CC_NAME]},
         "namespace": {"nameSelector": {"matchNames": [NAMESPACE]}},
@@ -51,8 +51,9 @@ def binding_config() -> dict[str, Any]:
     return {
         "configVersion": "v1",
         "kubernetes": [
-            _watch(SPEC_BINDING, ".spec", True),
-            _watch(RETRY_BINDING, f'.metadata.annotations["{RETRY_ANNOTATION}"]', False),
+            _watch(SPEC_BINDING, ".spec", ["Added", "Modified"], True),
+            # Modified only: a new cc is reconciled once, by the spec binding.
+            _watch(RETRY_BINDING, f'.metadata.annotations["{RETRY_ANNOTATION}"]', ["Modified"], False),
         ],
         "schedule": [{"name": SCHEDULE_BINDING, "crontab": "* * * * *", "allowFailure": True}],
     }

@@ -77,6 +77,18 @@ def test_console_port_changes_only_ks_core(tmp_path: Path) -> None:
     assert out["changes"]["ks-core"] == ["common.core.console.port: 30880 -> 30881"]
 
 
+def test_multi_login_changes_only_ks_config(tmp_path: Path) -> None:
+    last = _cc(tmp_path, "last")
+    desired = copy.deepcopy(DEFAULT_CC)
+    desired["spec"]["common"]["core"]["console"]["enableMultiLogin"] = False
+    path = tmp_path / "desired.yaml"
+    path.write_text(yaml.safe_dump(desired))
+    rc, out, _ = plan("--desired", path, "--last-applied", last, "-o", "json")
+    assert rc == 0
+    assert out["upgrade"] == ["ks-config"]  # kubesphere.yaml's multipleLogin; the ks-core objects do not read it
+    assert out["changes"]["ks-config"] == ["common.core.console.enableMultiLogin: true -> false"]
+
+
 def test_enable_installs_the_module_and_what_it_derives(tmp_path: Path) -> None:
     last = _cc(tmp_path, "last")
     desired = _cc(tmp_path, "desired", logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}})
