@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from role_harness import filter_plugins, run_play
 
 from installer.config.defaults import apply_defaults
 
@@ -96,14 +93,7 @@ def _play(out: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("core-roles")
-    playbook = out / "render.yaml"
-    playbook.write_text(yaml.safe_dump([_play(out)]))
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp")}
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_play(_play(out), out)
     return out
 
 
@@ -274,16 +264,8 @@ def test_preinstall_checks(out: Path) -> None:
     assert results["short"] == "authentication.adminPassword is too weak: it needs at least 8 characters"
 
 
-def _preinstall_filters() -> Any:
-    path = REPO / "roles" / "preinstall" / "filter_plugins" / "preinstall.py"
-    spec = importlib.util.spec_from_file_location("preinstall_filters", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_preinstall_filters() -> None:
-    f = _preinstall_filters()
+    f = filter_plugins("preinstall", "preinstall")
     assert f.ks_password_missing("Passw0rd") == []
     assert f.ks_password_missing("") == ["at least 8 characters", "an uppercase letter", "a lowercase letter",
                                          "a digit"]

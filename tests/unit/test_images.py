@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from typing import Any
 
 import yaml
+from role_harness import filter_plugins
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "kubesphere-defaults"
 CATALOGUE = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())["ks_images"]
 
 
-def _filters() -> Any:
-    spec = importlib.util.spec_from_file_location("ks_images", ROLE / "filter_plugins" / "ks_images.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-f = _filters()
+f = filter_plugins("kubesphere-defaults", "ks_images")
 IMAGES = {"ks_apiserver": {"repo": "kubesphere/ks-apiserver", "tag": "v3.4.1"},
           "prometheus": {"repo": "prom/prometheus", "tag": "v2.39.1"},
           "alpine": {"repo": "alpine", "tag": "3.14"}}

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from role_harness import filter_plugins, run_play
 
 from installer.config.defaults import apply_defaults
 from installer.manifests import parse_kind
@@ -49,16 +46,9 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
         tasks += [{"ansible.builtin.include_role": {"name": "ks-monitor", "tasks_from": "render"}, "vars": variables},
                   {"ansible.builtin.copy": {"content": "{{ ks_monitor_objects | to_json }}",
                                             "dest": str(out / f"{name}.json")}}]
-    playbook = out / "render.yaml"
     play = {"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
             "vars": {"ks_module": "monitoring", "ks_namespace": "kubesphere-system"}}
-    playbook.write_text(yaml.safe_dump([play]))
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp")}
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    run_play(play, out)
     return {name: json.loads((out / f"{name}.json").read_text()) for name in SCENARIOS}
 
 
@@ -166,15 +156,8 @@ def test_prune_and_uninstall_cover_every_rendered_kind(rendered: dict[str, list[
         assert {(o["apiVersion"], o["kind"]) for o in objects} <= kinds
 
 
-def _filters() -> Any:
-    spec = importlib.util.spec_from_file_location("ks_monitor_filters", ROLE / "filter_plugins" / "ks_monitor.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_endpoint_ip_filters() -> None:
-    f = _filters()
+    f = filter_plugins("ks-monitor", "ks_monitor")
     assert f.ks_split(" 10.0.0.1 ,10.0.0.2,, ") == ["10.0.0.1", "10.0.0.2"]
     assert f.ks_split(["10.0.0.1"]) == ["10.0.0.1"]
     assert f.ks_bad_endpoint_ips("10.0.0.1,fd00::1") == []
