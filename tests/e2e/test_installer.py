@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 from cluster_objects import labelled_objects
+from installer_state import forget_installer
 from kubernetes import client
 from shelloperator import ShellOperator
 from simcluster import SimCluster
 
-from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, LEASE_NAME, NAMESPACE, STATE_SECRET
+from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -108,25 +109,10 @@ def resource_versions(api: client.ApiClient) -> dict[str, str]:
     return {key: rv for objects in labelled_objects(api).values() for key, rv in objects.items()}
 
 
-def _reset(api: client.ApiClient) -> None:
-    core = client.CoreV1Api(api)
-    for call in (
-        lambda: client.CustomObjectsApi(api).delete_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE,
-                                                                             CC_PLURAL, CC_NAME),
-        lambda: core.delete_namespaced_secret(STATE_SECRET, NAMESPACE),
-        lambda: client.CoordinationV1Api(api).delete_namespaced_lease(LEASE_NAME, NAMESPACE),
-    ):
-        try:
-            call()
-        except client.exceptions.ApiException as exc:
-            if exc.status != 404:
-                raise
-
-
 @pytest.fixture(scope="module")
 def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
-    _reset(kube_api)
+    forget_installer(kube_api)
     sim_cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     sim_cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
     s = Session(sim_cluster, kube_api, tmp_path_factory.mktemp("e2e"), None)  # type: ignore[arg-type]
@@ -135,7 +121,7 @@ def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
         yield s
     finally:
         s.operator.stop()
-        _reset(kube_api)
+        forget_installer(kube_api)
 
 
 def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from cluster_objects import labelled_objects
+from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -22,14 +23,9 @@ from installer.settings import (
     CC_NAME,
     CC_PLURAL,
     CC_VERSION,
-    LEASE_NAME,
     MODULE_LABEL,
     NAMESPACE,
-    STATE_SECRET,
 )
-
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CC = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())
 
 
 @dataclass
@@ -58,14 +54,7 @@ class Installer:
 
     def apply_cc(self, **spec_changes: Any) -> dict[str, Any]:
         """Create or replace the cc with the default spec plus ``a__b=value`` changes."""
-        cc = copy.deepcopy(DEFAULT_CC)
-        for path, value in spec_changes.items():
-            node = cc["spec"]
-            *parents, leaf = path.split("__")
-            for p in parents:
-                node = node.setdefault(p, {})
-            node[leaf] = value
-        return self.put_spec(cc["spec"])
+        return self.put_spec(cc_with(**spec_changes)["spec"])
 
     def put_spec(self, spec: Any) -> dict[str, Any]:
         try:
@@ -100,18 +89,8 @@ class Installer:
 
 
 def _reset(api: client.ApiClient) -> None:
-    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    for call in (
-        lambda: custom.delete_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME),
-        lambda: core.delete_namespaced_secret(STATE_SECRET, NAMESPACE),
-        lambda: client.CoordinationV1Api(api).delete_namespaced_lease(LEASE_NAME, NAMESPACE),
-    ):
-        try:
-            call()
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-    core.delete_collection_namespaced_config_map(NAMESPACE, label_selector=MODULE_LABEL)
+    forget_installer(api)
+    client.CoreV1Api(api).delete_collection_namespaced_config_map(NAMESPACE, label_selector=MODULE_LABEL)
 
 
 @pytest.fixture(scope="session")

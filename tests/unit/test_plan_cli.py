@@ -11,22 +11,15 @@ from typing import Any
 
 import pytest
 import yaml
+from installer_state import DEFAULT_CC, cc_with
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT_CC = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())
 DEFAULT_ENABLED = ["ks-config", "ks-core", "monitoring", "preinstall"]
 
 
 def _cc(tmp_path: Path, name: str, **changes: Any) -> Path:
-    cc = copy.deepcopy(DEFAULT_CC)
-    for path, value in changes.items():
-        node = cc["spec"]
-        *parents, leaf = path.split("__")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
     out = tmp_path / f"{name}.yaml"
-    out.write_text(yaml.safe_dump(cc))
+    out.write_text(yaml.safe_dump(cc_with(**changes)))
     return out
 
 
