@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             log.info("Retrying failed modules whose backoff expired: %s", ", ".join(due))
         force = RETRY_BINDING in triggers and annotation == FULL_RUN
-        Reconciler(api, Settings.from_env(), cancel).run(force=force)
+        Reconciler(api, Settings.from_env(), cancel).run(force=force, cc=cc)
     except LeaseHeld as exc:
         log.warning("%s; will retry", exc)
         return 1

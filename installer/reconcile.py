@@ -85,8 +85,9 @@ class Reconciler(Events):
             return None, prepared.errors, prepared
         return build_plan(prepared.spec, records, self.files, force=force), [], prepared
 
-    def run(self, force: bool = False) -> Result:
-        cc = self.ccs.get()
+    def run(self, force: bool = False, cc: dict[str, Any] | None = None) -> Result:
+        """Reconcile ``cc`` (read from the API when not given)."""
+        cc = cc if cc is not None else self.ccs.get()
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
             return Result()
