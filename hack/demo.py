@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from shelloperator import ShellOperator
-from simcluster import SimCluster, SimClusterError, kill_tree, pid_alive, process_tree
+from simcluster import SimCluster, SimClusterError, kill_tree, pid_alive, process_tree, tool_path
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICE_ACCOUNT = ("kubesphere-system", "ks-installer")
@@ -43,6 +43,15 @@ def installer_env(base: Path) -> dict[str, str]:
     return {"KS_BASE_DIR": str(base), "KS_RESULTS_DIR": str(base / "results")}
 
 
+def operator_pid(root: Path) -> int | None:
+    """The demo's shell-operator pid, if that process still runs (the binary is checked: pids get reused)."""
+    pid_file = root / "shell-operator.pid"
+    if not pid_file.exists():
+        return None
+    pid = json.loads(pid_file.read_text())["pid"]
+    return pid if pid_alive(pid, str(tool_path("shell-operator"))) else None
+
+
 def start_cluster(root: Path) -> SimCluster:
     cluster_dir = root / "cluster"
     cluster = SimCluster(cluster_dir)
@@ -55,12 +64,10 @@ def start_cluster(root: Path) -> SimCluster:
 
 
 def start_operator(cluster: SimCluster, root: Path) -> int:
-    pid_file = root / "shell-operator.pid"
-    if pid_file.exists():
-        pid = json.loads(pid_file.read_text())["pid"]
-        if pid_alive(pid):
-            say(f"reusing shell-operator (pid {pid})")
-            return pid
+    pid = operator_pid(root)
+    if pid is not None:
+        say(f"reusing shell-operator (pid {pid})")
+        return pid
     kubeconfig = cluster.service_account_kubeconfig(*SERVICE_ACCOUNT, root / "installer.kubeconfig")
     operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=root / "shell-operator",
                              env=installer_env(root / "kubesphere"), path_prepend=[cluster.bin_dir],
@@ -68,7 +75,7 @@ def start_operator(cluster: SimCluster, root: Path) -> int:
     operator.start()
     atexit.unregister(operator.stop)
     assert operator.popen is not None
-    pid_file.write_text(json.dumps({"pid": operator.popen.pid, "log": str(operator.log_path)}))
+    (root / "shell-operator.pid").write_text(json.dumps({"pid": operator.popen.pid, "log": str(operator.log_path)}))
     operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60)
     say(f"shell-operator runs (pid {operator.popen.pid}), log: {operator.log_path}")
     return operator.popen.pid
@@ -107,12 +114,10 @@ def print_where(root: Path, cluster: SimCluster) -> None:
 
 
 def down(root: Path) -> int:
-    pid_file = root / "shell-operator.pid"
-    if pid_file.exists():
-        pid = json.loads(pid_file.read_text())["pid"]
-        if pid_alive(pid):
-            kill_tree(process_tree(pid))
-        pid_file.unlink()
+    pid = operator_pid(root)
+    if pid is not None:
+        kill_tree(process_tree(pid))
+    (root / "shell-operator.pid").unlink(missing_ok=True)
     SimCluster(root / "cluster").stop()
     if root.exists() and {p.name for p in root.iterdir()} <= DEMO_ENTRIES:  # never a user's own directory
         shutil.rmtree(root, ignore_errors=True)
@@ -125,9 +130,8 @@ def status(root: Path) -> int:
     if not cluster.running():
         say(f"no demo in {root}")
         return 1
-    pid_file = root / "shell-operator.pid"
-    pid = json.loads(pid_file.read_text())["pid"] if pid_file.exists() else None
-    say(f"shell-operator: {'running' if pid and pid_alive(pid) else 'not running'}")
+    pid = operator_pid(root)
+    say(f"shell-operator: {f'running (pid {pid})' if pid else 'not running'}")
     attached = SimCluster.attach(cluster.kubeconfig)
     print(attached.kubectl("get", "cc", "-n", "kubesphere-system").stdout)
     print_where(root, attached)
