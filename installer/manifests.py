@@ -203,28 +203,50 @@ class Manifests:
 
     def wait_ready(self, objects: list[Obj], timeout: int = 600) -> None:
         """Wait until the Deployments, StatefulSets and DaemonSets among ``objects`` are ready."""
-        workloads = [o for o in objects if o["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
-        deadline = time.monotonic() + timeout
-        pending = workloads
-        while pending:
-            pending = [o for o in pending if not _ready(self._get(self._resource(o["apiVersion"], o["kind"]), o))]
-            if not pending:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not ready after {timeout}s: {', '.join(ident(o) for o in pending)}")
-            time.sleep(2)
+        wait_ready(self.dyn, objects, timeout)
 
 
-def _ready(live: Any) -> bool:
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+def deployment_ref(name: str, namespace: str) -> Obj:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace}}
+
+
+def ready(live: Any) -> bool:
+    """Whether a workload is ready; for a Deployment, ``kubectl rollout status``: the newest generation
+    observed, every replica updated and available, no old replica left."""
     if live is None:
         return False
     spec, status, kind = live.spec, live.status or {}, live.kind
-    if (status.get("observedGeneration") or 0) < live.metadata.generation:
+    if (status.get("observedGeneration") or 0) < (live.metadata.generation or 0):
         return False
     if kind == "DaemonSet":
-        return status.get("numberReady", 0) >= status.get("desiredNumberScheduled", 1) > 0
+        return (status.get("numberReady") or 0) >= (status.get("desiredNumberScheduled") or 1) > 0
     wanted = spec.get("replicas", 1)
     if kind == "StatefulSet":
-        return status.get("readyReplicas", 0) >= wanted
-    available = any(c["type"] == "Available" and c["status"] == "True" for c in status.get("conditions") or [])
-    return available and status.get("updatedReplicas", 0) >= wanted and status.get("availableReplicas", 0) >= wanted
+        return (status.get("readyReplicas") or 0) >= wanted
+    updated = status.get("updatedReplicas") or 0
+    return updated >= wanted and (status.get("replicas") or 0) <= updated \
+        and (status.get("availableReplicas") or 0) >= wanted
+
+
+def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600) -> None:
+    """Poll the workloads among ``objects`` until each is :func:`ready`; TimeoutError names the rest."""
+    deadline = time.monotonic() + timeout
+    pending = [o for o in objects if o["kind"] in WORKLOAD_KINDS]
+    while pending:
+        pending = [o for o in pending if not ready(_live(dyn, o))]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not ready after {int(timeout)}s: {', '.join(ident(o) for o in pending)}")
+        time.sleep(2)
+
+
+def _live(dyn: DynamicClient, obj: Obj) -> Any:
+    try:
+        return dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).get(
+            name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
+    except NotFoundError:
+        return None

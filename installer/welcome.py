@@ -14,7 +14,9 @@ from pathlib import Path
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
 
+from installer.manifests import deployment_ref, wait_ready
 from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
@@ -27,27 +29,11 @@ class ConsoleNotReady(RuntimeError):
     pass
 
 
-def _available(apps: client.AppsV1Api, name: str) -> bool:
-    try:
-        dep = apps.read_namespaced_deployment(name, NAMESPACE)
-    except ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
-    conds = (dep.status and dep.status.conditions) or []
-    return any(c.type == "Available" and c.status == "True" for c in conds)
-
-
 def wait_for_console(api: client.ApiClient, timeout: float) -> None:
-    apps = client.AppsV1Api(api)
-    deadline = time.monotonic() + timeout
-    while True:
-        pending = [d for d in CONSOLE_DEPLOYMENTS if not _available(apps, d)]
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise ConsoleNotReady(f"{', '.join(pending)} not Available after {int(timeout)}s")
-        time.sleep(2)
+    try:
+        wait_ready(DynamicClient(api), [deployment_ref(n, NAMESPACE) for n in CONSOLE_DEPLOYMENTS], timeout)
+    except TimeoutError as exc:
+        raise ConsoleNotReady(str(exc)) from exc
 
 
 def console_address(api: client.ApiClient) -> str:

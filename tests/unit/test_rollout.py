@@ -1,4 +1,4 @@
-"""When a Deployment counts as rolled out (installer.rollout)."""
+"""When a Deployment counts as rolled out (installer.manifests.ready)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes.dynamic.resource import ResourceInstance
 
-from installer.rollout import rolled_out
+from installer.manifests import ready as rolled_out
 
 
 def dep(status: dict[str, Any], replicas: int = 2, generation: int = 3) -> ResourceInstance:
