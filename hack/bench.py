@@ -46,7 +46,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
                                                                               die_with_parent=True) as cluster:
         base = Path(tmp) / "kubesphere"
-        env = {**os.environ, **cluster.env(), "KS_BASE_DIR": str(base), "KS_RESULTS_DIR": str(base / "results")}
+        env = {**os.environ, **cluster.env(), "KS_BASE_DIR": str(base)}
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
         cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
         cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")

@@ -38,11 +38,6 @@ def say(msg: str) -> None:
     print(f"[demo] {msg}", file=sys.stderr, flush=True)
 
 
-def installer_env(base: Path) -> dict[str, str]:
-    """Where the hook keeps its files: the image's /kubesphere layout under the demo dir."""
-    return {"KS_BASE_DIR": str(base), "KS_RESULTS_DIR": str(base / "results")}
-
-
 def operator_pid(root: Path) -> int | None:
     """The demo's shell-operator pid, if that process still runs (the binary is checked: pids get reused)."""
     pid_file = root / "shell-operator.pid"
@@ -70,8 +65,8 @@ def start_operator(cluster: SimCluster, root: Path) -> int:
         return pid
     kubeconfig = cluster.service_account_kubeconfig(*SERVICE_ACCOUNT, root / "installer.kubeconfig")
     operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=root / "shell-operator",
-                             env=installer_env(root / "kubesphere"), path_prepend=[cluster.bin_dir],
-                             die_with_parent=False)
+                             env={"KS_BASE_DIR": str(root / "kubesphere")},  # the image's /kubesphere
+                             path_prepend=[cluster.bin_dir], die_with_parent=False)
     operator.start()
     atexit.unregister(operator.stop)
     assert operator.popen is not None

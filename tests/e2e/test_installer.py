@@ -12,7 +12,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ class Session:
     cluster: SimCluster
     api: client.ApiClient
     root: Path
-    operator: ShellOperator
+    operator: ShellOperator = field(init=False)
 
     @property
     def base(self) -> Path:
@@ -46,8 +46,7 @@ class Session:
     def start_operator(self) -> None:
         kubeconfig = self.cluster.service_account_kubeconfig(NAMESPACE, "ks-installer", self.root / "sa.kubeconfig")
         self.operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=self.root / "so",
-                                      env={"KS_BASE_DIR": str(self.base), "KS_RESULTS_DIR": str(self.base / "results"),
-                                           "KS_CONSOLE_TIMEOUT": "300"},
+                                      env={"KS_BASE_DIR": str(self.base), "KS_CONSOLE_TIMEOUT": "300"},
                                       path_prepend=[self.cluster.bin_dir])
         self.operator.start()
         self.operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60)
@@ -115,7 +114,7 @@ def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
     forget_installer(kube_api)
     sim_cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     sim_cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-    s = Session(sim_cluster, kube_api, tmp_path_factory.mktemp("e2e"), None)  # type: ignore[arg-type]
+    s = Session(sim_cluster, kube_api, tmp_path_factory.mktemp("e2e"))
     s.start_operator()
     try:
         yield s

@@ -52,6 +52,12 @@ class Installer:
             raise AssertionError(f"reconcile crashed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return proc
 
+    def reconcile_ok(self) -> list[str]:
+        """One successful reconcile; the modules it ran."""
+        proc = self.reconcile()
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return self.ran(proc)
+
     def apply_cc(self, **spec_changes: Any) -> dict[str, Any]:
         """Create or replace the cc with the default spec plus ``a__b=value`` changes."""
         return self.put_spec(cc_with(**spec_changes)["spec"])

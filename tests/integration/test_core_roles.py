@@ -51,12 +51,6 @@ def core(installer: Installer) -> Iterator[Installer]:
     remove_core(installer)
 
 
-def reconcile_ok(installer: Installer) -> list[str]:
-    proc = installer.reconcile()
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return installer.ran(proc)
-
-
 def secret_data(installer: Installer) -> dict[str, str]:
     data = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data
     return {k: base64.b64decode(v).decode() for k, v in data.items()}
@@ -73,7 +67,7 @@ def deployment(installer: Installer, name: str) -> client.V1Deployment:
 
 def test_default_install(core: Installer) -> None:
     core.apply_cc()
-    assert {"preinstall", "ks-core", "ks-config"} <= set(reconcile_ok(core))
+    assert {"preinstall", "ks-core", "ks-config"} <= set(core.reconcile_ok())
     modules = core.status()["modules"]
     assert all(modules[m]["phase"] == "Installed" for m in ("preinstall", "ks-core", "ks-config"))
     assert core.status()["core"]["status"] == "enabled"
@@ -111,10 +105,10 @@ def test_default_install(core: Installer) -> None:
 
 def test_console_port_change_reruns_only_ks_core(core: Installer) -> None:
     core.apply_cc()
-    reconcile_ok(core)
+    core.reconcile_ok()
     secret, template = secret_data(core), deployment(core, "ks-apiserver").spec.template
     core.apply_cc(common__core__console__port=30881)
-    assert reconcile_ok(core) == ["ks-core"]
+    assert core.reconcile_ok() == ["ks-core"]
     console = client.CoreV1Api(core.api).read_namespaced_service("ks-console", NAMESPACE)
     assert console.spec.ports[0].node_port == 30881
     assert secret_data(core) == secret  # generated values survive a re-run
@@ -123,10 +117,10 @@ def test_console_port_change_reruns_only_ks_core(core: Installer) -> None:
 
 def test_config_change_rolls_the_readers(core: Installer) -> None:
     core.apply_cc()
-    reconcile_ok(core)
+    core.reconcile_ok()
     before = {n: deployment(core, n) for n in WORKLOADS}
     core.apply_cc(network__networkpolicy={"enabled": True})
-    assert reconcile_ok(core) == ["ks-config"]
+    assert core.reconcile_ok() == ["ks-config"]
     assert kubesphere_yaml(core)["network"]["enableNetworkPolicy"] is True
     for name in ("ks-apiserver", "ks-controller-manager"):
         dep = deployment(core, name)
@@ -138,7 +132,7 @@ def test_config_change_rolls_the_readers(core: Installer) -> None:
 
 def test_user_jwt_secret_and_admin_password(core: Installer) -> None:
     core.apply_cc(authentication={"jwtSecret": "a-secret-chosen-by-the-user", "adminPassword": ""})
-    reconcile_ok(core)
+    core.reconcile_ok()
     secret = secret_data(core)
     assert secret["secret"] == "a-secret-chosen-by-the-user"
     assert secret["initAdminPassword"] != "P@88w0rd" and len(secret["initAdminPassword"]) == 16
@@ -147,7 +141,7 @@ def test_user_jwt_secret_and_admin_password(core: Installer) -> None:
                    for p in core.results.rglob("*") if p.is_file())
     # Clearing jwtSecret keeps the key (and so every issued token) instead of generating a new one.
     core.apply_cc(authentication={"jwtSecret": "", "adminPassword": ""})
-    assert set(reconcile_ok(core)) == {"ks-core", "ks-config"}
+    assert set(core.reconcile_ok()) == {"ks-core", "ks-config"}
     assert secret_data(core) == secret
 
 
@@ -170,7 +164,7 @@ def test_preinstall_checks_block_the_install(installer: Installer, changes: dict
 
 def test_uninstall_keeps_crds_and_kubesphere_system(core: Installer) -> None:
     core.apply_cc()
-    reconcile_ok(core)
+    core.reconcile_ok()
     remove_core(core)
     v1, apps = client.CoreV1Api(core.api), client.AppsV1Api(core.api)
     assert not v1.list_namespaced_config_map(NAMESPACE, label_selector=f"{MODULE_LABEL} in (ks-core,ks-config)").items

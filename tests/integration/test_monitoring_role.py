@@ -46,10 +46,9 @@ def get(api: client.ApiClient, api_version: str, kind: str, name: str, namespace
 
 
 def reconcile_ok(installer: Installer) -> list[str]:
-    proc = installer.reconcile()
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    ran = installer.reconcile_ok()
     assert installer.status()["modules"]["monitoring"]["phase"] == "Installed"
-    return installer.ran(proc)
+    return ran
 
 
 def prometheus_secrets(installer: Installer) -> list[str] | None:
