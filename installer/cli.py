@@ -1,29 +1,35 @@
-"""Command line: ``python -m installer plan|reconcile``.
+"""Command line: ``python -m installer plan|reconcile|state``.
 
 plan       print what a reconcile would do. With ``--desired`` it needs no cluster: without
            ``--last-applied`` it plans a first install. Without ``--desired`` it plans from the live cc and
            the stored state.
 reconcile  run one reconcile against the cluster in $KUBECONFIG (``--all`` re-runs every enabled module).
+state      show the installer's stored state (secrets redacted), or reset it, whole or one module's entry.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from installer.config import prepare
+from installer.config import prepare, redact
 from installer.fingerprint import files_digest
 from installer.hook import setup_logging
 from installer.kube import ClusterConfigurations, api_client
+from installer.lease import LeaseHeld
 from installer.modules import Module
 from installer.plan import Plan, build_plan, records_for
 from installer.reconcile import Reconciler
 from installer.settings import Settings
+from installer.state import StateStore
 
 
 class UsageError(Exception):
@@ -81,6 +87,37 @@ def _print_plan(plan: Plan, output: str) -> None:
             print(f"  {module}: {change}")
     for module, reason in data["reasons"].items():
         print(f"  {module}: blocked: {reason}")
+    for module, note in data["notes"].items():
+        print(f"  {module}: {note}")
+
+
+def _state(args: argparse.Namespace) -> int:
+    store = StateStore(api_client())
+    entries = store.raw()
+    if args.module and args.module not in entries:
+        raise UsageError(f"{store.ref} has no entry {args.module!r} (entries: {', '.join(sorted(entries)) or 'none'})")
+    if args.action == "reset":
+        if args.module:
+            store.forget(args.module)
+            print(f"removed entry {args.module!r} from {store.ref}: the next reconcile installs that module if it "
+                  "is enabled, and leaves it alone otherwise")
+        else:
+            store.delete()
+            print(f"deleted {store.ref}: the next reconcile installs every enabled module and uninstalls nothing")
+        return 0
+    for key in sorted(entries):
+        if args.module and key != args.module:
+            continue
+        try:
+            value = json.loads(base64.b64decode(entries[key], validate=True))
+        except ValueError as exc:
+            print(yaml.safe_dump({key: f"<unreadable: {type(exc).__name__}: {exc}>"}), end="")
+            continue
+        if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
+            value["inputs"] = redact(value["inputs"])
+        shown = redact(value) if key.startswith("_") and isinstance(value, dict) else value
+        print(yaml.safe_dump({key: shown}, sort_keys=True), end="")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -94,6 +131,9 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--all", action="store_true", help="re-run every enabled module")
     rec = sub.add_parser("reconcile", help="reconcile the cluster in $KUBECONFIG once")
     rec.add_argument("--all", action="store_true", help="re-run every enabled module")
+    state = sub.add_parser("state", help="inspect or repair the installer's stored state")
+    state.add_argument("action", choices=("show", "reset"))
+    state.add_argument("--module", help="only this module's entry")
     return p
 
 
@@ -107,9 +147,16 @@ def main(argv: list[str] | None = None) -> int:
             plan = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)
             _print_plan(plan, args.output)
             return 0
+        if args.command == "state":
+            return _state(args)
         setup_logging()
-        result = Reconciler(api_client(), settings).run(force=args.all)
+        cancel = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+        result = Reconciler(api_client(), settings, cancel).run(force=args.all)
         return 0 if result.ok else 1
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except LeaseHeld as exc:
+        print(f"{exc}; try again later", file=sys.stderr)
+        return 1

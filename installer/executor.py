@@ -18,13 +18,17 @@ class Events:
     def started(self, step: Step) -> None: ...
     def finished(self, step: Step, outcome: Outcome) -> None: ...
     def blocked(self, step: Step, because: list[str]) -> None: ...
+    def not_started(self, steps: list[Step], why: str) -> None: ...
 
 
-def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_parallel: int = 4) -> dict[str, Outcome]:
+def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_parallel: int = 4,
+            stop: Callable[[], bool] | None = None) -> dict[str, Outcome]:
     """Run every runnable step once its predecessors succeeded; block the ones whose predecessors did not.
+    Once ``stop()`` is true, no further step starts (running ones finish or are cancelled by their runner).
 
     Callbacks on ``events`` are made from this (the calling) thread only.
     """
+    stopping = stop or (lambda: False)
     steps = {s.module: s for s in plan.runnable}
     waiting = run_order(plan)
     outcomes: dict[str, Outcome] = {}
@@ -36,6 +40,9 @@ def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_para
 
     with ThreadPoolExecutor(max_workers=max(1, max_parallel), thread_name_prefix="module") as pool:
         while waiting or running:
+            if waiting and stopping():
+                events.not_started([steps[n] for n in waiting], "the installer is stopping")
+                waiting.clear()
             for name, before in list(waiting.items()):
                 bad = sorted(d for d in before if failed(d))
                 if bad:
@@ -51,7 +58,7 @@ def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_para
                 if waiting:
                     raise RuntimeError(f"dependency cycle among {sorted(waiting)}")
                 break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            done, _ = wait(running, timeout=1, return_when=FIRST_COMPLETED)
             for future in done:
                 step = running.pop(future)
                 outcomes[step.module] = future.result()

@@ -1,14 +1,18 @@
 """A module's fingerprint: what it was (or will be) installed from.
 
-hash = sha256(canonical JSON of its normalised inputs + digest of its install playbook, the roles that
-playbook uses (with their meta dependencies) and the shared Ansible modules + installer version). Equal
-hashes mean re-running the module would change nothing.
+hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs + installer
+version). The code is its install playbook, the roles that playbook uses (with their meta dependencies and
+filter plugins), the installer's Ansible modules those roles call and the engine files those modules import
+(followed transitively). Equal hashes mean re-running the module would change nothing; a change to a file
+re-runs exactly the modules that execute it.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -19,8 +23,10 @@ from installer import __version__
 from installer.modules import Module
 from installer.spec import Spec, get
 
-#: Directories beside the playbooks that every playbook uses (the installer's Ansible modules).
-SHARED_PLAYBOOK_DIRS = ("library",)
+#: The installer's Ansible modules, beside the playbooks.
+LIBRARY_DIR = "library"
+ENGINE_PACKAGE = "installer"
+ENGINE_DIR = Path(__file__).resolve().parent
 _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
 
 
@@ -63,6 +69,63 @@ def roles_used(playbook: Path, roles_dir: Path) -> list[str]:
     return sorted(seen)
 
 
+def _yaml_keys(node: Any) -> Iterator[str]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _yaml_keys(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield str(key)
+            yield from _yaml_keys(value)
+
+
+def _yaml_files(playbook: Path, roles: list[Path]) -> list[Path]:
+    files = [playbook] if playbook.exists() else []
+    return files + [f for r in roles for f in sorted(r.glob("*/*.y*ml")) if f.parent.name in ("tasks", "handlers")]
+
+
+def library_used(playbook: Path, roles: list[Path], library: Path) -> list[Path]:
+    """The installer's Ansible modules that the playbook's tasks call."""
+    available = {p.stem: p for p in library.glob("*.py")}
+    keys = {k for f in _yaml_files(playbook, roles) for k in _yaml_keys(yaml.safe_load(f.read_text()))}
+    return [available[k] for k in sorted(keys & available.keys())]
+
+
+def _imports(source: Path) -> set[str]:
+    """Dotted names of the engine modules ``source`` imports."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return {n for n in names if n == ENGINE_PACKAGE or n.startswith(ENGINE_PACKAGE + ".")}
+
+
+def _engine_file(name: str, engine_dir: Path) -> list[Path]:
+    """The files that importing dotted ``name`` executes: each package's ``__init__`` and the module."""
+    parts = name.split(".")[1:]
+    out = [engine_dir / "__init__.py"]
+    for i in range(1, len(parts) + 1):
+        base = engine_dir.joinpath(*parts[:i])
+        out += [p for p in (base / "__init__.py", base.with_suffix(".py")) if p.is_file()]
+    return out
+
+
+def engine_code(sources: list[Path], engine_dir: Path = ENGINE_DIR) -> list[Path]:
+    """Every engine file that ``sources`` import, directly or through each other."""
+    seen: set[Path] = set()
+    todo = list(sources)
+    while todo:
+        for name in _imports(todo.pop()):
+            for f in _engine_file(name, engine_dir):
+                if f not in seen:
+                    seen.add(f)
+                    todo.append(f)
+    return sorted(seen)
+
+
 def _digest_paths(paths: list[Path]) -> str:
     h = hashlib.sha256()
     for root in paths:
@@ -76,13 +139,19 @@ def _digest_paths(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-@cache
-def files_digest(module: Module, playbooks_dir: Path, roles_dir: Path) -> str:
-    """Digest of the module's install playbook, its roles and the shared Ansible modules."""
+def code_files(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> list[Path]:
+    """Everything the module's install runs: playbook, roles, Ansible modules and the engine code they import."""
     playbook = playbooks_dir / module.playbook
-    paths = [playbook] + [playbooks_dir / d for d in SHARED_PLAYBOOK_DIRS]
-    paths += [roles_dir / r for r in roles_used(playbook, roles_dir)]
-    return _digest_paths(paths)
+    roles = [roles_dir / r for r in roles_used(playbook, roles_dir)]
+    library = library_used(playbook, roles, playbooks_dir / LIBRARY_DIR)
+    plugins = [p for r in roles for p in sorted(r.rglob("*.py"))]
+    return [playbook, *roles, *library, *engine_code(library + plugins, engine_dir)]
+
+
+@cache
+def files_digest(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> str:
+    """Digest of :func:`code_files`."""
+    return _digest_paths(code_files(module, playbooks_dir, roles_dir, engine_dir))
 
 
 def module_hash(module: Module, inputs: dict[str, Any], files: str) -> str:

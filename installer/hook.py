@@ -20,7 +20,7 @@ from urllib3.exceptions import HTTPError
 
 from installer.kube import ApiUnavailable, ClusterConfigurations, api_client
 from installer.lease import LeaseHeld
-from installer.reconcile import Reconciler, due_for_retry
+from installer.reconcile import Reconciler, check_drift, drift_check_due, due_for_retry
 from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, Settings
 
 log = logging.getLogger("installer")
@@ -87,23 +87,42 @@ def main(argv: list[str] | None = None) -> int:
     cancel = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: cancel.set())
     try:
-        api = api_client()
-        cc = ClusterConfigurations(api).get()
-        if cc is None:
-            log.info("ClusterConfiguration %s/%s not found; waiting for it", NAMESPACE, CC_NAME)
-            return 0
-        annotation = (cc["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
-        if triggers and triggers <= {SCHEDULE_BINDING}:
-            due = due_for_retry(cc.get("status"))
-            if not due:
-                return 0
-            log.info("Retrying failed modules whose backoff expired: %s", ", ".join(due))
-        force = RETRY_BINDING in triggers and annotation == FULL_RUN
-        Reconciler(api, Settings.from_env(), cancel).run(force=force, cc=cc)
+        return _handle(triggers, cancel)
     except LeaseHeld as exc:
         log.warning("%s; will retry", exc)
         return 1
-    except (ApiUnavailable, ApiException, HTTPError, OSError) as exc:
+    except (ApiUnavailable, ApiException, HTTPError) as exc:
         log.error("The installer could not talk to the Kubernetes API: %s", exc)
         return 1
-    return 0
+    except OSError as exc:
+        log.error("The installer could not read or write its files: %s", exc)
+        return 1
+
+
+def _handle(triggers: set[str], cancel: threading.Event) -> int:
+    settings = Settings.from_env()
+    api = api_client()
+    ccs = ClusterConfigurations(api)
+    cc = ccs.get()
+    if cc is None:
+        log.info("ClusterConfiguration %s/%s not found; waiting for it", NAMESPACE, CC_NAME)
+        return 0
+    retry = (cc["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
+    drift = None
+    if retry is not None:
+        # Handled once: removing it lets the same command work again next time.
+        ccs.remove_annotation(RETRY_ANNOTATION)
+        log.info("Retry requested (%s=%s)", RETRY_ANNOTATION, retry)
+        drift = check_drift(api)
+    elif triggers and triggers <= {RETRY_BINDING}:
+        return 0  # the annotation was removed: nothing was asked
+    elif triggers and triggers <= {SCHEDULE_BINDING}:
+        due = due_for_retry(cc.get("status"))
+        if drift_check_due(cc.get("status"), settings.drift_interval):
+            drift = check_drift(api)
+        if not due and not drift:
+            return 0
+        if due:
+            log.info("Retrying modules whose backoff expired: %s", ", ".join(due))
+    result = Reconciler(api, settings, cancel).run(force=retry == FULL_RUN, cc=cc, drift=drift)
+    return 1 if cancel.is_set() and not result.ok else 0

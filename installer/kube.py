@@ -43,6 +43,10 @@ class ClusterConfigurations:
                 return None
             raise
 
+    def remove_annotation(self, key: str) -> None:
+        self.custom.patch_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL, self.name,
+                                                   {"metadata": {"annotations": {key: None}}})
+
     def patch_status(self, status: dict[str, Any]) -> None:
         """JSON-merge-patch ``.status`` (null values delete keys)."""
         body = {"status": status}

@@ -9,6 +9,8 @@ on uninstall unless ``purge`` is set, and a namespace that still holds PVCs is k
 from __future__ import annotations
 
 import copy
+import json
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +25,9 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 Obj = dict[str, Any]
+Ref = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace or "", name)."""
+INVENTORY_ENV = "KS_INVENTORY_FILE"
 
 #: Apply order; uninstall runs it backwards. Kinds not listed go after the listed ones.
 KIND_ORDER = (
@@ -40,6 +45,11 @@ def _rank(kind: str) -> int:
 def ident(obj: Obj) -> str:
     ns = obj["metadata"].get("namespace")
     return f"{obj['kind']}/{ns + '/' if ns else ''}{obj['metadata']['name']}"
+
+
+def ref_of(obj: Obj) -> Ref:
+    meta = obj["metadata"]
+    return obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"]
 
 
 def parse_kind(ref: str) -> tuple[str, str]:
@@ -82,6 +92,30 @@ class Result:
     changed: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    applied_refs: list[Ref] = field(default_factory=list)
+    deleted_refs: list[Ref] = field(default_factory=list)
+
+    def record(self) -> None:
+        """Append what was applied and deleted to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
+        path = os.environ.get(INVENTORY_ENV)
+        if path:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(json.dumps({"applied": self.applied_refs, "deleted": self.deleted_refs}) + "\n")
+
+
+def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
+    """The objects a run left applied, from the lines :meth:`Result.record` wrote (in order)."""
+    live: dict[Ref, None] = {}
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
+    except FileNotFoundError:
+        return []
+    for line in lines:
+        entry = json.loads(line)
+        live.update(dict.fromkeys(tuple(r) for r in entry["applied"]))
+        for r in entry["deleted"]:
+            live.pop(tuple(r), None)  # type: ignore[arg-type]
+    return sorted(live)
 
 
 class Manifests:
@@ -124,6 +158,8 @@ class Manifests:
                                           namespace=body["metadata"].get("namespace"),
                                           field_manager=FIELD_MANAGER, force_conflicts=True)
             result.applied.append(ident(obj))
+            if adopt:
+                result.applied_refs.append(ref_of(obj))
             if before is None or before.metadata.resourceVersion != after.metadata.resourceVersion:
                 result.changed.append(ident(obj))
             if obj["kind"] == "CustomResourceDefinition":
@@ -173,6 +209,7 @@ class Manifests:
             res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
                        body={"propagationPolicy": "Background"})
             result.deleted.append(ident(obj))
+            result.deleted_refs.append(ref_of(obj))
         except NotFoundError:
             pass
 

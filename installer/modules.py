@@ -14,36 +14,47 @@ from functools import cache
 
 from installer.spec import Spec, get
 
-Enabled = Callable[[Spec], bool]
+
+@dataclass(frozen=True)
+class Switch:
+    """How a module's enablement follows from the spec, and the spec paths that decide it.
+
+    The paths matter when a cc lacks them: an absent switch keeps its last applied value (absent is not
+    disabled), so only an explicit value uninstalls.
+    """
+
+    test: Callable[[Spec], bool]
+    paths: tuple[str, ...] = ()
+
+    def __call__(self, spec: Spec) -> bool:
+        return self.test(spec)
+
 
 #: Spec paths every workload module reads (image repository and global scheduling).
 GLOBAL_INPUTS = ("local_registry", "namespace_override", "zone", "nodeSelector", "tolerations", "affinity")
 
-
-def always(_: Spec) -> bool:
-    return True
+always = Switch(lambda _: True)
 
 
-def flag(path: str, default: bool = False) -> Enabled:
+def flag(path: str, default: bool = False) -> Switch:
     """Enabled when the boolean at ``path`` is true."""
-    return lambda spec: get(spec, path, default) is True
+    return Switch(lambda spec: get(spec, path, default) is True, (path,))
 
 
-def any_of(*checks: Enabled) -> Enabled:
-    return lambda spec: any(check(spec) for check in checks)
+def any_of(*checks: Switch) -> Switch:
+    return Switch(lambda spec: any(check(spec) for check in checks), tuple(p for c in checks for p in c.paths))
 
 
-def equals(path: str, value: str) -> Enabled:
-    return lambda spec: get(spec, path) == value
+def equals(path: str, value: str) -> Switch:
+    return Switch(lambda spec: get(spec, path) == value, (path,))
 
 
-def _log_store_needed(spec: Spec) -> bool:
-    return any(get(spec, f"{c}.enabled") is True for c in ("logging", "events", "auditing", "servicemesh"))
+_LOG_CONSUMERS = tuple(f"{c}.enabled" for c in ("logging", "events", "auditing", "servicemesh"))
 
 
 def _opensearch(spec: Spec) -> bool:
     return (
-        _log_store_needed(spec)
+        any(get(spec, p) is True for p in _LOG_CONSUMERS)
         and get(spec, "common.opensearch.enabled", True) is True
         and not get(spec, "common.opensearch.externalOpensearchHost")
         and get(spec, "common.es.enabled") is not True
@@ -55,6 +66,10 @@ def _minio(spec: Spec) -> bool:
     return wanted and not get(spec, "common.s3.endpoint")
 
 
+opensearch_needed = Switch(_opensearch, (*_LOG_CONSUMERS, "common.opensearch.enabled",
+                                         "common.opensearch.externalOpensearchHost", "common.es.enabled"))
+minio_needed = Switch(_minio, ("devops.enabled", "openpitrix.store.enabled", "common.s3.endpoint"))
+
 _LOG_BACKEND = ("common.es", "common.opensearch")
 
 
@@ -63,7 +78,7 @@ class Module:
     """One installable unit of KubeSphere."""
 
     name: str
-    enabled: Enabled
+    enabled: Switch
     inputs: tuple[str, ...]
     depends: tuple[str, ...] = ()
     """Run after these when they are enabled; blocked when one of them fails."""
@@ -98,8 +113,8 @@ MODULES: tuple[Module, ...] = (
            status_key="redis"),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap"),
-    Module("minio", _minio, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio"),
-    Module("opensearch", _opensearch, ("common.opensearch", "persistence.storageClass"), ("preinstall",),
+    Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio"),
+    Module("opensearch", opensearch_needed, ("common.opensearch", "persistence.storageClass"), ("preinstall",),
            status_key="opensearch"),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit"),
@@ -153,6 +168,11 @@ def by_name() -> dict[str, Module]:
 
 def get_module(name: str) -> Module:
     return by_name()[name]
+
+
+def switch_paths() -> tuple[str, ...]:
+    """Every spec path that decides a module's enablement (they keep their last value when absent)."""
+    return tuple(dict.fromkeys(p for m in MODULES for p in m.enabled.paths))
 
 
 def dependents(name: str) -> tuple[str, ...]:

@@ -1,23 +1,25 @@
 """Decide, module by module, what a reconcile must do.
 
-install   enabled, never installed (no record)
-upgrade   enabled, recorded hash differs (inputs, playbook/role files or installer version changed)
-uninstall recorded as installed, now disabled (derived enablement counts)
+install   enabled, never installed successfully
+upgrade   enabled, and the recorded hash differs (inputs, playbook/role/engine code or installer version
+          changed), or the last run did not finish (an open intent), or its objects drifted
+uninstall recorded (installed, or a run of it started), now disabled (derived enablement counts)
 unchanged nothing to do
 blocked   enabled but a required module is disabled, or a dependency cannot be installed
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from installer.changes import describe_changes
 from installer.fingerprint import inputs_of, module_hash
 from installer.modules import MODULES, Module, by_name
-from installer.spec import Spec
+from installer.spec import Spec, get
 
 
 class Action(StrEnum):
@@ -32,22 +34,44 @@ RUNNABLE = (Action.INSTALL, Action.UPGRADE, Action.UNINSTALL)
 
 
 @dataclass(frozen=True)
+class Intent:
+    """A run that started: written before the playbook, cleared by its success. While one is open, the
+    module may be half-applied."""
+
+    action: str
+    hash: str | None
+    started_at: str
+    outcome: str = "running"
+    """``running`` (or the process died), ``failed`` or ``interrupted``."""
+
+
+@dataclass(frozen=True)
 class Record:
-    """What the store remembers about an installed module."""
+    """What the store remembers about a module: its last successful run and any run since."""
 
     module: str
-    hash: str
+    hash: str | None
+    """The hash of the last successful install or upgrade (``None``: never completed)."""
     inputs: dict[str, Any]
     applied_at: str = ""
     version: str = ""
+    inventory: tuple[tuple[str, str, str, str], ...] = ()
+    """(apiVersion, kind, namespace, name) of every object the last successful run applied."""
+    intent: Intent | None = None
+
+    @property
+    def installed(self) -> bool:
+        return self.hash is not None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
-        return cls(**{k: data[k] for k in ("module", "hash", "inputs") }, applied_at=data.get("applied_at", ""),
-                   version=data.get("version", ""))
+        intent = data.get("intent")
+        return cls(data["module"], data.get("hash"), dict(data.get("inputs") or {}), data.get("applied_at", ""),
+                   data.get("version", ""), tuple(tuple(ref) for ref in data.get("inventory") or ()),  # type: ignore[misc]
+                   Intent(**intent) if intent else None)
 
 
 @dataclass(frozen=True)
@@ -58,6 +82,8 @@ class Step:
     inputs: dict[str, Any] = field(default_factory=dict)
     changes: tuple[str, ...] = ()
     reason: str = ""
+    note: str = ""
+    """What a user should know although nothing runs for it (e.g. why a module is kept)."""
 
 
 @dataclass(frozen=True)
@@ -78,44 +104,77 @@ class Plan:
         out: dict[str, Any] = {a.value: self.names(a) for a in Action}
         out["changes"] = {s.module: list(s.changes) for s in self.steps if s.changes}
         out["reasons"] = {s.module: s.reason for s in self.steps if s.action == Action.BLOCKED}
+        out["notes"] = {s.module: s.note for s in self.steps if s.note}
         return out
 
 
 FilesDigest = Callable[[Module], str]
 
 
-def build_plan(spec: Spec, records: dict[str, Record], files: FilesDigest, *, force: bool = False) -> Plan:
-    """Plan one reconcile of ``spec`` against the last-applied ``records``."""
+def build_plan(spec: Spec, records: dict[str, Record], files: FilesDigest, *, force: bool = False,
+               plain: Spec | None = None, kept: dict[str, Any] | None = None,
+               drift: dict[str, list[str]] | None = None) -> Plan:
+    """Plan one reconcile of ``spec`` against the stored ``records``.
+
+    ``kept`` are switch paths the cc lacks that kept their last value (``plain`` is the spec without them):
+    a module enabled only through them says so. ``drift`` names, per module, objects that went missing or
+    were changed by someone else: those modules are re-applied.
+    """
     enabled = {m.name: m.enabled(spec) for m in MODULES}
     steps: dict[str, Step] = {}
     for module in MODULES:
-        steps[module.name] = _step(module, spec, records.get(module.name), enabled, steps, files, force)
+        step = _step(module, spec, records.get(module.name), enabled, steps, files, force,
+                     (drift or {}).get(module.name))
+        note = _kept_note(module, plain, kept or {}) if enabled[module.name] and plain is not None else ""
+        steps[module.name] = replace(step, note=note) if note else step
     return Plan(tuple(steps.values()))
 
 
+def _kept_note(module: Module, plain: Spec, kept: dict[str, Any]) -> str:
+    """Why a module the cc's own values would disable stays: the switches the cc lacks."""
+    paths = [p for p in module.enabled.paths if p in kept]
+    if not paths or module.enabled(plain):
+        return ""
+    return "kept: " + "; ".join(f"spec.{p} is absent (last applied: {json.dumps(kept[p])}); set "
+                                f"{p}: {json.dumps(get(plain, p))} to uninstall" for p in paths)
+
+
 def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, bool],
-          planned: dict[str, Step], files: FilesDigest, force: bool) -> Step:
+          planned: dict[str, Step], files: FilesDigest, force: bool, drift: list[str] | None) -> Step:
     name = module.name
+    intent = record.intent if record else None
     if not enabled[name]:
         if record is None:
             return Step(name, Action.UNCHANGED, reason="disabled")
-        return Step(name, Action.UNINSTALL, changes=("enabled: true -> false",), reason="disabled")
+        if not record.installed and intent is None:
+            return Step(name, Action.UNCHANGED, reason="disabled")
+        why = f"disabled; its last {intent.action} did not finish" if intent and not record.installed else "disabled"
+        return Step(name, Action.UNINSTALL, changes=("enabled: true -> false",), reason=why)
     inputs = inputs_of(module, spec)
     digest = module_hash(module, inputs, files(module))
     missing = [r for r in module.requires if not enabled[r]]
     if missing:
         return Step(name, Action.BLOCKED, digest, inputs, reason=f"requires disabled module(s) {', '.join(missing)}")
+    installed = record is not None and record.installed
     broken = [d for d in module.depends if planned[d].action == Action.BLOCKED and planned[d].hash is not None]
-    if broken and record is None:
+    if broken and not installed:
         return Step(name, Action.BLOCKED, digest, inputs, reason=f"dependency {', '.join(broken)} is blocked")
-    if record is None:
-        return Step(name, Action.INSTALL, digest, inputs, reason="not installed")
-    if record.hash == digest and not force:
-        return Step(name, Action.UNCHANGED, digest, inputs)
-    if record.hash == digest:
+    if record is None or not installed:
+        unfinished = (f"its last {intent.action} did not finish ({intent.outcome})",) if intent else ()
+        return Step(name, Action.INSTALL, digest, inputs, unfinished, reason="not installed")
+    changes = tuple(describe_changes(record.inputs, inputs)) if record.hash != digest else ()
+    if record.hash != digest and not changes:
+        changes = ("playbooks, roles or installer code changed",)
+    if intent is not None:
+        changes = (f"its last {intent.action} did not finish ({intent.outcome})", *changes)
+    if drift:
+        changes = (*changes, *(f"drift: {d}" for d in drift))
+    if changes:
+        reason = "inputs changed" if record.hash != digest else "repair"
+        return Step(name, Action.UPGRADE, digest, inputs, changes, reason=reason)
+    if force:
         return Step(name, Action.UPGRADE, digest, inputs, ("forced full run",), reason="forced")
-    changes = tuple(describe_changes(record.inputs, inputs)) or ("playbooks, roles or installer version changed",)
-    return Step(name, Action.UPGRADE, digest, inputs, changes, reason="inputs changed")
+    return Step(name, Action.UNCHANGED, digest, inputs)
 
 
 def records_for(spec: Spec, files: FilesDigest) -> dict[str, Record]:

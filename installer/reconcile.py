@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes import client
@@ -13,15 +13,16 @@ from kubernetes.client.exceptions import ApiException
 
 from installer import KS_VERSION, __version__
 from installer.config import SpecError, prepare
+from installer.drift import find_drift
 from installer.executor import Events, execute
 from installer.fingerprint import files_digest
 from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
-from installer.modules import MODULES, get_module
-from installer.plan import Action, Plan, Record, Step, build_plan
+from installer.modules import MODULES, get_module, switch_paths
+from installer.plan import Action, Intent, Plan, Record, Step, build_plan
 from installer.runner import Outcome, PlaybookRunner
 from installer.settings import NAMESPACE, Settings
-from installer.state import StateStore, write_mirror
+from installer.state import StateStore, StateUnreadable, write_mirror
 from installer.status import Phase, StatusWriter, now_rfc3339
 from installer.welcome import ConsoleNotReady, welcome
 
@@ -54,51 +55,92 @@ def backoff_seconds(attempts: int) -> int:
     return min(BACKOFF_BASE * 2 ** max(0, attempts - 1), BACKOFF_MAX)
 
 
+def _parse_time(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
 def due_for_retry(status: dict[str, Any] | None, now: dt.datetime | None = None) -> list[str]:
-    """Failed modules whose backoff has expired."""
+    """Failed modules whose backoff has expired, and interrupted ones."""
     now = now or dt.datetime.now(dt.UTC)
     due = []
     for name, mod in ((status or {}).get("modules") or {}).items():
-        if mod.get("phase") != Phase.FAILED:
+        if mod.get("phase") not in (Phase.FAILED, Phase.INTERRUPTED):
             continue
         retry_at = mod.get("nextRetryTime")
-        if not retry_at or dt.datetime.fromisoformat(retry_at.replace("Z", "+00:00")) <= now:
+        if not retry_at or _parse_time(retry_at) <= now:
             due.append(name)
     return sorted(due)
 
 
+def drift_check_due(status: dict[str, Any] | None, interval: int, now: dt.datetime | None = None) -> bool:
+    """Whether the last drift check (``status.lastDriftCheck``) is ``interval`` seconds old or more."""
+    last = (status or {}).get("lastDriftCheck")
+    now = now or dt.datetime.now(dt.UTC)
+    return not last or (now - _parse_time(last)).total_seconds() >= interval
+
+
+def check_drift(api: client.ApiClient) -> dict[str, list[str]]:
+    """Compare every installed module's inventory with the cluster; record the check (and any drift) in status."""
+    try:
+        records, _ = StateStore(api).load()
+    except StateUnreadable:
+        return {}  # the reconcile reports it
+    drift = find_drift(api, records)
+    for module, problems in sorted(drift.items()):
+        log.warning("Drift in %s: %s", module, "; ".join(problems))
+    ClusterConfigurations(api).patch_status({"lastDriftCheck": now_rfc3339(), "drift": drift or None})
+    return drift
+
+
 class Reconciler(Events):
+    """One reconcile. ``cancel`` (SIGTERM) cancels running playbooks and starts no further module; losing
+    the lease starts no further module and lets running ones finish."""
+
     def __init__(self, api: client.ApiClient, settings: Settings, cancel: threading.Event | None = None) -> None:
         self.api = api
         self.settings = settings
         self.cancel = cancel or threading.Event()
+        self.stop = threading.Event()
         self.ccs = ClusterConfigurations(api)
         self.store = StateStore(api)
+
+    def stopping(self) -> bool:
+        return self.stop.is_set() or self.cancel.is_set()
 
     def files(self, module: Any) -> str:
         return files_digest(module, self.settings.playbooks_dir, self.settings.roles_dir)
 
-    def plan(self, cc: dict[str, Any], force: bool = False) -> tuple[Plan | None, list[SpecError], Any]:
+    def plan(self, cc: dict[str, Any], force: bool = False,
+             drift: dict[str, list[str]] | None = None) -> tuple[Plan | None, list[SpecError], Any]:
         records, previous = self.store.load()
-        prepared = prepare(cc.get("spec"), previous)
+        prepared = prepare(cc.get("spec"), previous, switch_paths())
         if prepared.errors:
             return None, prepared.errors, prepared
-        return build_plan(prepared.spec, records, self.files, force=force), [], prepared
+        return build_plan(prepared.spec, records, self.files, force=force, plain=prepared.plain,
+                          kept=prepared.kept, drift=drift), [], prepared
 
-    def run(self, force: bool = False, cc: dict[str, Any] | None = None) -> Result:
-        """Reconcile ``cc`` (read from the API when not given)."""
+    def run(self, force: bool = False, cc: dict[str, Any] | None = None,
+            drift: dict[str, list[str]] | None = None) -> Result:
+        """Reconcile ``cc`` (read from the API when not given); ``drift`` names modules to repair."""
         cc = cc if cc is not None else self.ccs.get()
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
             return Result()
-        with Lease(self.api).held():
-            return self._run(cc, force)
+        with Lease(self.api, on_lost=self.stop.set).held():
+            return self._run(cc, force, drift)
 
-    def _run(self, cc: dict[str, Any], force: bool) -> Result:
+    def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None) -> Result:
         self.generation = cc["metadata"].get("generation")
+        self.drift = drift or {}
         self.status = StatusWriter(self.ccs, cc.get("status"))
-        self.records, previous = self.store.load()
-        prepared = prepare(cc.get("spec"), previous)
+        try:
+            self.records, previous = self.store.load()
+        except StateUnreadable as exc:
+            self._report_stalled("StateUnreadable", f"the installer's state is unreadable: {exc}; nothing was run "
+                                 "or uninstalled. Inspect it with `python -m installer state show` and repair it "
+                                 "with `python -m installer state reset [--module M]`")
+            return Result(errors=[SpecError("state", str(exc))])
+        prepared = prepare(cc.get("spec"), previous, switch_paths())
         if prepared.errors:
             self._report_invalid(prepared.errors)
             return Result(errors=prepared.errors)
@@ -107,7 +149,8 @@ class Reconciler(Events):
             log.info("Migrated legacy settings: %s", "; ".join(prepared.migrations))
             self.status.update({"migrations": prepared.migrations})
         self.store.save_spec(spec)
-        plan = build_plan(spec, self.records, self.files, force=force)
+        plan = build_plan(spec, self.records, self.files, force=force, plain=prepared.plain, kept=prepared.kept,
+                          drift=drift)
         self.spec = spec
         self.plan_ = plan
         self.outcomes_: dict[str, Outcome] = {}
@@ -115,6 +158,11 @@ class Reconciler(Events):
         self.total = len(plan.runnable)
         self.done = 0
         self._log_plan(plan)
+        for step in plan.steps:
+            if step.note:
+                log.warning("[%s] %s", step.module, step.note)
+                self.status.module(step.module, (self.status.current.get("modules") or {}).get(step.module, {})
+                                   .get("phase") or Phase.INSTALLED, message=step.note)
         self.status.condition("Stalled", False, "SpecValid", "the spec is valid", self.generation)
         outcomes: dict[str, Outcome] = {}
         if plan.runnable:
@@ -128,7 +176,7 @@ class Reconciler(Events):
             runner = PlaybookRunner(self.settings, variables, self.cancel)
             log.info(RULE)
             log.info("Waiting for all tasks to be completed ...")
-            outcomes = execute(plan, runner.run, self, self.settings.max_parallel)
+            outcomes = execute(plan, runner.run, self, self.settings.max_parallel, self.stopping)
             log.info(RULE)
             log.info("Collecting installation results ...")
         if self.welcome_thread is None and not self.settings.running_file.exists():
@@ -144,16 +192,33 @@ class Reconciler(Events):
         log.info("Start %s %s", verb, step.module)
         for change in step.changes:
             log.info("[%s] %s", step.module, change)
+        self._intend(step, "running")
         self.status.module(step.module, _PHASE_RUNNING[step.action], hash=step.hash)
         self.status.flush()
+
+    def _intend(self, step: Step, outcome: str) -> None:
+        """Record that the module's run started (or how it ended without success): until a success clears it,
+        the next reconcile treats the module as possibly half-applied."""
+        record = self.records.get(step.module) or Record(step.module, None, {})
+        started = record.intent.started_at if record.intent and outcome != "running" else now_rfc3339()
+        record = replace(record, intent=Intent(step.action.value, step.hash, started, outcome))
+        self.store.save(record)
+        self.records[step.module] = record
+
+    def not_started(self, steps: list[Step], why: str) -> None:
+        log.warning("Not started, %s: %s", why, ", ".join(s.module for s in steps))
 
     def finished(self, step: Step, outcome: Outcome) -> None:
         self.done += 1
         self.outcomes_[step.module] = outcome
-        state = "successful" if outcome.ok else "failed"
+        state = "successful" if outcome.ok else "interrupted" if outcome.interrupted else "failed"
         log.info("task %s status is %s  (%d/%d)", step.module, state, self.done, self.total)
         module = get_module(step.module)
-        if not outcome.ok:
+        if outcome.interrupted:
+            self._intend(step, "interrupted")
+            self.status.module(step.module, Phase.INTERRUPTED, message=outcome.message)
+        elif not outcome.ok:
+            self._intend(step, "failed")
             self._failed(step, outcome)
         elif step.action == Action.UNINSTALL:
             self.store.forget(step.module)
@@ -162,20 +227,28 @@ class Reconciler(Events):
             if module.status_key:
                 self.status.cleared(module.status_key)
         else:
-            record = Record(step.module, step.hash or "", step.inputs, now_rfc3339(), __version__)
+            record = Record(step.module, step.hash, step.inputs, now_rfc3339(), __version__, outcome.inventory)
             self.store.save(record)
             self.records[step.module] = record
-            self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None, nextRetryTime=None)
+            self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None, nextRetryTime=None,
+                               message=step.note or None)
+            if step.module in self.drift:
+                self.status.update({"drift": {step.module: None}})
             if module.status_key:
                 self.status.enabled(module.status_key)
             self._maybe_welcome()
         self.status.flush()
 
+    def _complete(self, name: str) -> bool:
+        """Installed by a run that finished: no later run of it is open."""
+        record = self.records.get(name)
+        return record is not None and record.installed and record.intent is None
+
     def _maybe_welcome(self) -> None:
         """Start the result step once every console module is installed and none is still to run."""
         console = [m.name for m in MODULES if m.console]
         to_run = {s.module for s in self.plan_.runnable}
-        if self.welcome_thread or any(n not in self.records for n in console):
+        if self.welcome_thread or not all(self._complete(n) for n in console):
             return
         if any(n in to_run and n not in self.outcomes_ for n in console):
             return
@@ -209,29 +282,30 @@ class Reconciler(Events):
                   f"[{outcome.failed_task}] " if outcome.failed_task else "", outcome.message)
 
     def _finish(self, plan: Plan, outcomes: dict[str, Outcome]) -> None:
-        failed = sorted(n for n, o in outcomes.items() if not o.ok)
+        failed = sorted(n for n, o in outcomes.items() if not o.ok and not o.interrupted)
         enabled = [m.name for m in MODULES if m.enabled(self.spec)]
-        pending = sorted(n for n in enabled if n not in self.records)
+        pending = sorted(n for n in enabled if not self._complete(n) and n not in failed)
+        leftover = sorted(n for n, r in self.records.items() if n not in enabled and n not in failed)
         modules = self.status.current.get("modules") or {}
         for step in plan.steps:  # Failed or Blocked before, but what is installed matches the spec again
             phase = (modules.get(step.module) or {}).get("phase")
-            if step.action == Action.UNCHANGED and step.module in self.records and phase != Phase.INSTALLED:
+            if step.action == Action.UNCHANGED and self._complete(step.module) and phase != Phase.INSTALLED:
                 self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None,
-                                   nextRetryTime=None)
-        if failed or pending:
+                                   nextRetryTime=None, message=step.note or None)
+        if failed or pending or leftover:
             detail = "; ".join(p for p in (
                 f"failed: {', '.join(failed)}" if failed else "",
-                f"not installed: {', '.join(n for n in pending if n not in failed)}"
-                if set(pending) - set(failed) else "") if p)
-            self.status.condition("Ready", False, "ModulesFailed" if failed else "ModulesPending", detail,
-                                  self.generation)
+                f"not installed: {', '.join(pending)}" if pending else "",
+                f"not uninstalled: {', '.join(leftover)}" if leftover else "") if p)
+            reason = "ModulesFailed" if failed else "Interrupted" if self.stopping() else "ModulesPending"
+            self.status.condition("Ready", False, reason, detail, self.generation)
             log.warning("Reconcile finished, not Ready: %s", detail)
         else:
             detail = f"{len(enabled)} modules installed: {', '.join(enabled)}"
             self.status.condition("Ready", True, "Installed", detail, self.generation)
             log.info("Reconcile finished, Ready: %s", detail)
         self.status.condition("Reconciling", False, "Done", "reconcile finished", self.generation)
-        installed = sum(1 for n in enabled if n in self.records)
+        installed = sum(1 for n in enabled if self._complete(n))
         self.status.update({"observedGeneration": self.generation, "modulesReady": f"{installed}/{len(enabled)}"})
         self.status.flush()
         write_mirror(self.settings.results_dir / "last-applied-configs.yaml", self.records)
@@ -240,10 +314,14 @@ class Reconciler(Events):
         log.error("The ClusterConfiguration spec is invalid; nothing was changed:")
         for err in errors:
             log.error("  %s: %s", err.path, err.message)
-        message = "; ".join(f"{e.path}: {e.message}" for e in errors)
-        self.status.condition("Stalled", True, "InvalidSpec", message, self.generation)
-        self.status.condition("Ready", False, "InvalidSpec", message, self.generation)
-        self.status.condition("Reconciling", False, "InvalidSpec", "waiting for a valid spec", self.generation)
+        self._report_stalled("InvalidSpec", "; ".join(f"{e.path}: {e.message}" for e in errors), log_it=False)
+
+    def _report_stalled(self, reason: str, message: str, log_it: bool = True) -> None:
+        if log_it:
+            log.error("%s", message)
+        self.status.condition("Stalled", True, reason, message, self.generation)
+        self.status.condition("Ready", False, reason, message, self.generation)
+        self.status.condition("Reconciling", False, reason, "waiting for the problem to be fixed", self.generation)
         self.status.update({"observedGeneration": self.generation})
         self.status.flush()
 

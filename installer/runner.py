@@ -14,6 +14,7 @@ from typing import Any
 
 import ansible_runner
 
+from installer.manifests import INVENTORY_ENV, Ref, read_inventory
 from installer.modules import get_module
 from installer.plan import Action, Step
 from installer.settings import Settings
@@ -31,6 +32,13 @@ class Outcome:
     failed_task: str | None = None
     message: str | None = None
     tasks: int = 0
+    inventory: tuple[Ref, ...] = ()
+    """What the run left applied (install/upgrade)."""
+
+    @property
+    def interrupted(self) -> bool:
+        """Cancelled because the installer is stopping (not a failure of the module)."""
+        return self.status == "canceled"
 
 
 class _Progress:
@@ -87,18 +95,21 @@ class PlaybookRunner:
                 ident=module.name,
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 extravars=extravars,
-                envvars=self._env(Path(pdd)),
+                envvars={**self._env(Path(pdd)), INVENTORY_ENV: str(Path(pdd) / "inventory.jsonl")},
                 quiet=True,
                 event_handler=progress,
                 cancel_callback=self.cancel.is_set,
                 timeout=self.settings.module_timeout,
             )
+            inventory = tuple(read_inventory(Path(pdd) / "inventory.jsonl"))
         ok = result.status == "successful" and result.rc == 0
         message = progress.message
-        if not ok and message is None:
+        if result.status == "canceled":
+            message = "interrupted: the installer is stopping; it is re-run on the next start"
+        elif not ok and message is None:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         return Outcome(module.name, step.action, ok, result.status, progress.failed_task,
-                       None if ok else message, progress.tasks)
+                       None if ok else message, progress.tasks, inventory)
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.

@@ -45,6 +45,8 @@ class Settings:
     max_parallel: int
     module_timeout: int
     console_timeout: int
+    drift_interval: int
+    """Seconds between drift checks on the schedule binding (0: every tick)."""
 
     @property
     def running_file(self) -> Path:
@@ -62,4 +64,5 @@ class Settings:
             max_parallel=int(os.environ.get("KS_MAX_PARALLEL", "4")),
             module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
             console_timeout=int(os.environ.get("KS_CONSOLE_TIMEOUT", "900")),
+            drift_interval=int(os.environ.get("KS_DRIFT_INTERVAL", "300")),
         )

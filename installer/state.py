@@ -1,7 +1,9 @@
-"""Last-applied state: one entry per module in a Secret, written right after that module succeeds.
+"""Last-applied state: one entry per module in a Secret.
 
-Every write is a single merge patch of one key, so a crash never leaves a half-written store: a module that
-did not finish keeps its previous entry (or none) and is planned again next time.
+A module's entry is written twice per run: its intent (action + target hash) before the playbook starts,
+the result (hash, inputs, inventory; intent cleared) after it succeeds. Every write is a single merge patch
+of one key, so a crash never leaves a half-written store, and an entry whose intent is still open tells
+the next reconcile that the module may be half-applied.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ def _encode(value: Any) -> str:
 
 
 def _decode(value: str) -> Any:
-    return json.loads(base64.b64decode(value))
+    return json.loads(base64.b64decode(value, validate=True))
+
+
+class StateUnreadable(RuntimeError):
+    """The state Secret holds an entry that cannot be decoded."""
 
 
 class StateStore:
@@ -45,12 +51,30 @@ class StateStore:
                 return {}
             raise
 
+    @property
+    def ref(self) -> str:
+        return f"Secret {self.namespace}/{self.name}"
+
     def load(self) -> tuple[dict[str, Record], dict[str, Any] | None]:
-        """Module records and the last accepted spec."""
-        data = self._read()
-        records = {k: Record.from_dict(_decode(v)) for k, v in data.items() if not k.startswith("_")}
-        spec = _decode(data[SPEC_KEY]) if SPEC_KEY in data else None
+        """Module records and the last accepted spec; StateUnreadable names the first bad entry."""
+        records: dict[str, Record] = {}
+        spec = None
+        for key, value in self._read().items():
+            try:
+                decoded = _decode(value)
+                if key == SPEC_KEY:
+                    if not isinstance(decoded, dict):
+                        raise TypeError(f"expected an object, got {type(decoded).__name__}")
+                    spec = decoded
+                elif not key.startswith("_"):
+                    records[key] = Record.from_dict(decoded)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise StateUnreadable(f"{self.ref}, key {key!r}: {type(exc).__name__}: {exc}") from None
         return records, spec
+
+    def raw(self) -> dict[str, str]:
+        """The Secret's entries, undecoded (for inspection and repair)."""
+        return self._read()
 
     def _patch(self, data: dict[str, str | None]) -> None:
         body = {"data": data}
@@ -72,6 +96,14 @@ class StateStore:
     def save_spec(self, spec: dict[str, Any]) -> None:
         self._patch({SPEC_KEY: _encode(spec)})
 
+    def delete(self) -> None:
+        """Remove the whole store: the next reconcile installs every enabled module and uninstalls nothing."""
+        try:
+            self.core.delete_namespaced_secret(self.name, self.namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
 
 def write_mirror(path: Path, records: dict[str, Record]) -> None:
     """Readable copy of the store with secret values redacted."""
@@ -81,7 +113,10 @@ def write_mirror(path: Path, records: dict[str, Record]) -> None:
         for p, v in rec.inputs.items():
             merge(spec, nested(p, v))
         doc[name] = {"hash": rec.hash, "appliedAt": rec.applied_at, "version": rec.version,
-                     "inputs": redact(spec)}
+                     "inputs": redact(spec), "objects": len(rec.inventory)}
+        if rec.intent:
+            doc[name]["unfinished"] = {"action": rec.intent.action, "outcome": rec.intent.outcome,
+                                       "startedAt": rec.intent.started_at}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(doc, sort_keys=True))

@@ -21,6 +21,8 @@ class Phase:
     UNINSTALLED = "Uninstalled"
     FAILED = "Failed"
     BLOCKED = "Blocked"
+    INTERRUPTED = "Interrupted"
+    """The installer stopped while the module ran; it is re-run on the next start (no backoff)."""
 
 
 def now_rfc3339() -> str:

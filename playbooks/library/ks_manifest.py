@@ -53,6 +53,7 @@ def main() -> None:
             result = manifests.delete(objects, purge=p["purge"], timeout=p["wait_timeout"], kinds=p["kinds"])
     except Exception as exc:  # report every API or timeout error as a task failure with its text
         am.fail_json(msg=f"{type(exc).__name__}: {exc}")
+    result.record()
     am.exit_json(changed=bool(result.changed or result.deleted), applied=result.applied,
                  updated=result.changed, deleted=result.deleted, kept=result.kept)
 

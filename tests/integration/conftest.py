@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import copy
+import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +22,7 @@ from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.kube import ClusterConfigurations
 from installer.settings import (
     CC_GROUP,
     CC_NAME,
@@ -25,6 +30,7 @@ from installer.settings import (
     CC_VERSION,
     MODULE_LABEL,
     NAMESPACE,
+    STATE_SECRET,
 )
 
 
@@ -78,6 +84,9 @@ class Installer:
     def cc(self) -> dict[str, Any]:
         return self.custom.get_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME)
 
+    def patch_status(self, status: dict[str, Any]) -> None:
+        ClusterConfigurations(self.api).patch_status(status)
+
     def status(self) -> dict[str, Any]:
         return self.cc().get("status") or {}
 
@@ -92,6 +101,35 @@ class Installer:
         """Modules whose playbook ran, from the log lines users see."""
         return sorted(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("task ")
                       and " status is " in line)
+
+
+def stored_state(installer: Installer) -> dict[str, Any]:
+    """The decoded entries of the installer's state Secret."""
+    data = client.CoreV1Api(installer.api).read_namespaced_secret(STATE_SECRET, NAMESPACE).data or {}
+    return {k: json.loads(base64.b64decode(v)) for k, v in data.items()}
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out += kids
+        todo += kids
+    return out
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and everything under it at once, as a pod kill does (ansible runs in its own pty)."""
+    for p in [pid, *_descendants(pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
 
 
 def _reset(api: client.ApiClient) -> None:

@@ -1,0 +1,65 @@
+"""Drift: objects a module applied that are gone, or that someone else changed since.
+
+Cheap by design: one label-selector list per kind across all modules, compared with the inventories in the
+state store. No playbook runs; only the modules with drift are re-applied.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from typing import Any
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from installer.manifests import Ref
+from installer.plan import Record
+from installer.settings import FIELD_MANAGER, MODULE_LABEL
+
+
+def _describe(ref: Ref) -> str:
+    _, kind, namespace, name = ref
+    return f"{kind}/{namespace + '/' if namespace else ''}{name}"
+
+
+def _time(entry: dict[str, Any]) -> dt.datetime:
+    return dt.datetime.fromisoformat(str(entry.get("time") or "1970-01-01T00:00:00Z").replace("Z", "+00:00"))
+
+
+def foreign_editor(item: Any, since: dt.datetime) -> str | None:
+    """The field manager that wrote the object (not its status) after ``since``, the end of the module's last
+    successful run. A repair run moves ``since``, so an edit the installer does not own (an extra label) is
+    re-applied over once, not forever."""
+    for entry in item.metadata.get("managedFields") or []:
+        entry = dict(entry)
+        if entry.get("manager") == FIELD_MANAGER or entry.get("subresource"):
+            continue
+        if _time(entry) > since:
+            return str(entry.get("manager") or "unknown")
+    return None
+
+
+def find_drift(api: client.ApiClient, records: dict[str, Record]) -> dict[str, list[str]]:
+    """Per module, what drifted: ``"Deployment/ns/name missing"`` or ``"... changed by kubectl-edit"``."""
+    wanted: dict[tuple[str, str], dict[tuple[str, str], tuple[str, Ref]]] = defaultdict(dict)
+    for name, record in records.items():
+        if record.installed and record.intent is None:
+            for ref in record.inventory:
+                wanted[(ref[0], ref[1])][(ref[2], ref[3])] = (name, ref)
+    dyn = DynamicClient(api)
+    drift: dict[str, list[str]] = defaultdict(list)
+    for (api_version, kind), expected in sorted(wanted.items()):
+        try:
+            items = dyn.resources.get(api_version=api_version, kind=kind).get(label_selector=MODULE_LABEL).items
+        except ResourceNotFoundError:
+            items = []
+        live = {(i.metadata.namespace or "", i.metadata.name): i for i in items}
+        for key, (module, ref) in sorted(expected.items()):
+            item = live.get(key)
+            if item is None or (item.metadata.labels or {}).get(MODULE_LABEL) != module:
+                drift[module].append(f"{_describe(ref)} missing")
+            elif editor := foreign_editor(item, _time({"time": records[module].applied_at})):
+                drift[module].append(f"{_describe(ref)} changed by {editor}")
+    return dict(drift)
