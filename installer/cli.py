@@ -20,12 +20,12 @@ from typing import Any
 
 import yaml
 
-from installer.config import prepare, redact
+from installer.config import Prepared, prepare, redact
 from installer.fingerprint import files_digest
 from installer.hook import setup_logging
 from installer.kube import ClusterConfigurations, api_client
 from installer.lease import LeaseHeld
-from installer.modules import Module
+from installer.modules import Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
 from installer.reconcile import Reconciler
 from installer.settings import Settings
@@ -46,21 +46,22 @@ def _load_spec(path: str) -> Any:
     return doc
 
 
-def _valid(raw: Any, previous: dict[str, Any] | None, label: str) -> dict[str, Any]:
-    prepared = prepare(raw, previous)
+def _valid(raw: Any, previous: dict[str, Any] | None, label: str) -> Prepared:
+    prepared = prepare(raw, previous, switch_paths())
     if prepared.errors:
         lines = "\n".join(f"  {e.path}: {e.message}" for e in prepared.errors)
         raise UsageError(f"{label} is invalid:\n{lines}")
-    return prepared.spec
+    return prepared
 
 
 def _offline_plan(args: argparse.Namespace, settings: Settings) -> Plan:
     def files(m: Module) -> str:
         return files_digest(m, settings.playbooks_dir, settings.roles_dir)
 
-    last = _valid(_load_spec(args.last_applied), None, args.last_applied) if args.last_applied else None
+    last = _valid(_load_spec(args.last_applied), None, args.last_applied).spec if args.last_applied else None
     desired = _valid(_load_spec(args.desired), last, args.desired)
-    return build_plan(desired, records_for(last, files) if last else {}, files, force=args.all)
+    return build_plan(desired.spec, records_for(last, files) if last else {}, files, force=args.all,
+                      plain=desired.plain, kept=desired.kept)
 
 
 def _live_plan(args: argparse.Namespace, settings: Settings) -> Plan:

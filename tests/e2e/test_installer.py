@@ -159,13 +159,35 @@ def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     assert re.search(r"ks-installer\s+True\s+4/4\s+Installed\s+v3\.4\.1", printed), printed
 
 
-def test_identical_apply_runs_nothing(session: Session) -> None:
+def test_edit_that_changes_no_input_runs_nothing(session: Session) -> None:
     before = resource_versions(session.api)
-    mark = session.operator.mark()
-    session.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
-    time.sleep(5)
-    assert not started(session.hook_lines(mark))
+    generation = session.cc()["metadata"]["generation"]
+    # The spec changes (the hook runs) but its defaulted values do not: 2Gi is the default.
+    mark = session.patch_spec({"common": {"redis": {"volumeSize": None}}})
+    lines = session.wait_reconciled(mark)
+    assert session.cc()["metadata"]["generation"] == generation + 1
+    assert "Plan: nothing to do" in lines
+    assert not started(lines)
     assert resource_versions(session.api) == before
+    assert session.wait_observed()["observedGeneration"] == generation + 1
+
+
+def annotate_retry(session: Session, value: str) -> list[str]:
+    mark = session.operator.mark()
+    session.kubectl("annotate", "cc", CC_NAME, "-n", NAMESPACE, "--overwrite", f"installer.kubesphere.io/retry={value}")
+    lines = session.wait_reconciled(mark)
+    annotations = session.cc()["metadata"].get("annotations") or {}
+    assert "installer.kubesphere.io/retry" not in annotations  # handled once, removed: the command works again
+    return lines
+
+
+@pytest.mark.parametrize("value, expected", [("now", set()), ("all", DEFAULT_MODULES)])
+def test_retry_annotation_works_every_time(session: Session, value: str, expected: set[str]) -> None:
+    for _ in range(2):
+        lines = annotate_retry(session, value)
+        assert f"Retry requested (installer.kubesphere.io/retry={value})" in lines
+        assert started(lines) == expected
+    assert session.condition("Ready")["status"] == "True"
 
 
 def test_monitoring_setting_reruns_only_monitoring(session: Session) -> None:

@@ -61,3 +61,31 @@ def test_describe_changes_is_dotted_and_redacts_secrets() -> None:
         "common.core.console.port: 30880 -> 30881",
         'terminal: null -> {"timeout": 600}',
     ]
+
+
+def _digests(playbooks: Path, roles: Path, engine: Path) -> dict[str, str]:
+    from installer.modules import MODULES
+
+    return {m.name: files_digest.__wrapped__(m, playbooks, roles, engine) for m in MODULES}
+
+
+def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
+    """A change to an engine file re-runs exactly the modules whose Ansible modules import it."""
+    import shutil
+
+    engine = tmp_path / "installer"
+    shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
+    playbooks, roles = REPO / "playbooks", REPO / "roles"
+    before = _digests(playbooks, roles, engine)
+
+    (engine / "rollout.py").write_text((engine / "rollout.py").read_text() + "\n# changed\n")
+    after = _digests(playbooks, roles, engine)
+    assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]  # only ks_rollout imports it
+
+    (engine / "manifests.py").write_text((engine / "manifests.py").read_text() + "\n# changed\n")
+    again = _digests(playbooks, roles, engine)
+    users = sorted(m for m in after if after[m] != again[m])
+    assert "monitoring" in users and "ks-core" in users and "gatekeeper" in users
+
+    (engine / "reconcile.py").write_text((engine / "reconcile.py").read_text() + "\n# changed\n")
+    assert _digests(playbooks, roles, engine) == again  # the engine itself runs no module's code

@@ -158,3 +158,30 @@ def test_secret_changes_are_redacted(tmp_path: Path) -> None:
     text = json.dumps(out)
     assert "secret-value" not in text
     assert "authentication.jwtSecret: <redacted> -> <redacted>" in out["changes"]["ks-core"]
+
+
+def test_a_trimmed_cc_keeps_what_is_installed_and_says_why(tmp_path: Path) -> None:
+    last = _cc(tmp_path, "last", logging={"enabled": True}, gatekeeper={"enabled": True})
+    trimmed = copy.deepcopy(DEFAULT_CC)
+    del trimmed["spec"]["logging"], trimmed["spec"]["gatekeeper"]
+    desired = tmp_path / "trimmed.yaml"
+    desired.write_text(yaml.safe_dump(trimmed))
+    rc, out, _ = plan("--desired", desired, "--last-applied", last, "-o", "json")
+    assert rc == 0
+    assert out["uninstall"] == []
+    assert out["notes"]["gatekeeper"] == ("kept: spec.gatekeeper.enabled is absent (last applied: true); "
+                                          "set gatekeeper.enabled: false to uninstall")
+    assert out["notes"]["opensearch"].startswith("kept: spec.logging.enabled is absent")
+    assert set(out["notes"]) == {"fluentbit", "gatekeeper", "logging", "opensearch"}
+    text = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(desired), "--last-applied",
+                           str(last)], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert "  logging: kept: spec.logging.enabled is absent" in text
+
+
+def test_only_an_explicit_switch_uninstalls(tmp_path: Path) -> None:
+    last = _cc(tmp_path, "last", logging={"enabled": True}, multicluster={"clusterRole": "member"})
+    desired = _cc(tmp_path, "off", logging={"enabled": False}, multicluster={"clusterRole": "none"})
+    rc, out, _ = plan("--desired", desired, "--last-applied", last, "-o", "json")
+    assert rc == 0
+    assert sorted(out["uninstall"]) == ["fluentbit", "logging", "opensearch"]
+    assert out["notes"] == {}

@@ -1,0 +1,60 @@
+"""Planning over unfinished runs: a module whose last run did not finish is never taken as installed."""
+
+from __future__ import annotations
+
+from installer_state import DEFAULT_CC
+
+from installer.config import apply_defaults
+from installer.fingerprint import inputs_of, module_hash
+from installer.modules import get_module
+from installer.plan import Action, Intent, Record, build_plan
+
+
+def files(_: object) -> str:
+    return "code"
+
+
+def _spec(**top: object) -> dict:
+    return apply_defaults({**DEFAULT_CC["spec"], **top})
+
+
+def _installed(name: str, spec: dict, intent: Intent | None = None) -> Record:
+    module = get_module(name)
+    inputs = inputs_of(module, spec)
+    return Record(name, module_hash(module, inputs, files(module)), inputs, intent=intent)
+
+
+def test_failed_upgrade_reverted_runs_again() -> None:
+    spec = _spec()
+    record = _installed("monitoring", spec, Intent("upgrade", "other", "t", "failed"))
+    step = build_plan(spec, {"monitoring": record}, files).step("monitoring")
+    assert step.action == Action.UPGRADE
+    assert step.changes == ("its last upgrade did not finish (failed)",)
+
+
+def test_interrupted_first_install_of_a_now_disabled_module_is_uninstalled() -> None:
+    spec = _spec(network={"topology": {"type": "none"}})
+    record = Record("network", None, {}, intent=Intent("install", "h", "t", "running"))
+    step = build_plan(spec, {"network": record}, files).step("network")
+    assert step.action == Action.UNINSTALL and "did not finish" in step.reason
+
+
+def test_interrupted_first_install_still_wanted_is_installed() -> None:
+    spec = _spec(gatekeeper={"enabled": True})
+    record = Record("gatekeeper", None, {}, intent=Intent("install", "h", "t", "interrupted"))
+    step = build_plan(spec, {"gatekeeper": record}, files).step("gatekeeper")
+    assert step.action == Action.INSTALL and step.changes == ("its last install did not finish (interrupted)",)
+
+
+def test_drift_repairs_an_unchanged_module() -> None:
+    spec = _spec()
+    plan = build_plan(spec, {"monitoring": _installed("monitoring", spec)}, files,
+                      drift={"monitoring": ["Service/x/y missing"]})
+    assert plan.step("monitoring").action == Action.UPGRADE
+    assert plan.step("monitoring").changes == ("drift: Service/x/y missing",)
+
+
+def test_completed_record_with_matching_hash_is_unchanged() -> None:
+    spec = _spec()
+    assert build_plan(spec, {"monitoring": _installed("monitoring", spec)}, files).step("monitoring").action \
+        == Action.UNCHANGED
