@@ -65,8 +65,13 @@ class ClusterConfigurations:
                 auth_settings=["BearerToken"], response_type="object", _return_http_data_only=True)
 
 
+CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
+
+
 def cluster_facts(api: client.ApiClient) -> dict[str, Any]:
-    """Facts the playbooks read: Kubernetes version and node count (upstream ``kubernetes_version``/``nodeNum``)."""
+    """Facts the playbooks read: Kubernetes version, node count (upstream ``kubernetes_version``/``nodeNum``) and
+    the number of control-plane nodes (``ks_master_num``)."""
     version = client.VersionApi(api).get_code().git_version
     nodes = client.CoreV1Api(api).list_node().items
-    return {"kubernetes_version": version, "nodeNum": len(nodes)}
+    masters = [n for n in nodes if any(label in (n.metadata.labels or {}) for label in CONTROL_PLANE_LABELS)]
+    return {"kubernetes_version": version, "nodeNum": len(nodes), "ks_master_num": len(masters)}

@@ -105,8 +105,7 @@ class Module:
 
 
 MODULES: tuple[Module, ...] = (
-    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), workloads=False,
-           console=True),
+    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True),
     Module("metrics_server", flag("metrics_server.enabled"), ("metrics_server",), ("preinstall",),
            status_key="metricsServer"),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
@@ -122,8 +121,7 @@ MODULES: tuple[Module, ...] = (
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
             "common.core.console.type", "common.core.console.extraVolumes", "common.core.console.extraVolumeMounts",
-            "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled",
-            "multicluster.clusterRole", "terminal"),
+            "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled"),
            ("preinstall", "redis", "openldap"), status_key="core", console=True),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
@@ -133,7 +131,7 @@ MODULES: tuple[Module, ...] = (
             "edgeruntime.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
            ("ks-core",), workloads=False, console=True),
     Module("monitoring", always,
-           ("monitoring", "etcd", "common.monitoring", "common.gpu", "persistence.storageClass"),
+           ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass"),
            ("preinstall",), status_key="monitoring"),
     Module("alerting", flag("alerting.enabled"), ("alerting",), ("monitoring",), requires=("monitoring",),
            status_key="alerting"),

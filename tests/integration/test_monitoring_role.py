@@ -24,6 +24,25 @@ pytestmark = pytest.mark.cluster
 NS = "kubesphere-monitoring-system"
 SECRET = "kube-etcd-client-certs"
 ETCD = {"etcd__monitoring": True, "etcd__endpointIps": "192.168.0.11, 192.168.0.12"}
+PVC = "prometheus-k8s-db-prometheus-k8s-0"
+MON = "monitoring.coreos.com/v1"
+RBAC = "rbac.authorization.k8s.io/v1"
+# Objects ks-installer v3.4.1 created that the stack gained after its first version (upstream-inventory
+# monitoring.json, tag v3.4.1): (apiVersion, kind, name, namespace).
+UPSTREAM_OBJECTS = [
+    ("policy/v1", "PodDisruptionBudget", "prometheus-k8s", NS),
+    ("policy/v1", "PodDisruptionBudget", "alertmanager-main", NS),
+    (RBAC, "Role", "prometheus-k8s-config", NS),
+    (RBAC, "RoleBinding", "prometheus-k8s-config", NS),
+    ("v1", "Service", "kube-controller-manager-svc", "kube-system"),
+    ("v1", "Service", "kube-scheduler-svc", "kube-system"),
+    *((MON, "ServiceMonitor", name, NS) for name in ("kube-controller-manager", "kube-scheduler", "coredns",
+                                                     "kubelet", "kube-apiserver", "ks-apiserver",
+                                                     "ks-controller-manager", "node-exporter", "kube-state-metrics")),
+    *((MON, "PrometheusRule", name, NS) for name in (
+        "prometheus-k8s-rules", "prometheus-k8s-prometheus-rules", "alertmanager-main-rules",
+        "prometheus-operator-rules", "node-exporter-rules", "kube-state-metrics-rules")),
+]
 
 
 @pytest.fixture
@@ -64,18 +83,57 @@ def test_monitoring_installs_the_prometheus_stack(mon: Installer) -> None:
         assert apps.read_namespaced_deployment(name, NS).status.available_replicas == 1
     node_exporter = apps.read_namespaced_daemon_set("node-exporter", NS)
     assert node_exporter.spec.template.spec.containers[1].ports[0].host_port == 9100
+    operator = apps.read_namespaced_deployment("prometheus-operator", NS).spec.template.spec.containers[0]
+    assert operator.resources.limits == {"cpu": "200m", "memory": "200Mi"}
     prometheus = get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")
     assert prometheus["spec"]["replicas"] == 2  # three simulated nodes
     assert prometheus["spec"]["retention"] == "7d"
+    assert prometheus["spec"]["serviceMonitorSelector"] == {}
     assert "secrets" not in prometheus["spec"]
     assert prometheus["metadata"]["labels"][MODULE_LABEL] == "monitoring"
-    assert get(mon.api, "monitoring.coreos.com/v1", "Alertmanager", "main")["spec"]["replicas"] == 1
-    for name in ("ks-apiserver", "ks-controller-manager", "node-exporter", "kube-state-metrics", "kubelet"):
-        assert get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", name), name
+    assert get(mon.api, "monitoring.coreos.com/v1", "Alertmanager", "main")["spec"]["replicas"] == 3
+    for api_version, kind, name, namespace in UPSTREAM_OBJECTS:
+        assert get(mon.api, api_version, kind, name, namespace), f"{kind} {namespace}/{name}"
+    ports = get(mon.api, "v1", "Service", "prometheus-k8s")["spec"]["ports"]
+    assert [p["name"] for p in ports] == ["web", "reloader-web"]
     assert get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "thanosrulers.monitoring.coreos.com",
                None)
     # Nothing changed: nothing runs.
     assert mon.ran(mon.reconcile()) == []
+
+
+def test_spec_settings_apply_and_hand_set_retention_and_volume_size_stay(mon: Installer) -> None:
+    mon.apply_cc()
+    reconcile_ok(mon)
+    custom = client.CustomObjectsApi(mon.api)
+    core = client.CoreV1Api(mon.api)
+    # Set by hand, as upstream's users did: a longer retention, and a volume grown to 80Gi.
+    custom.patch_namespaced_custom_object("monitoring.coreos.com", "v1", NS, "prometheuses", "k8s",
+                                          {"spec": {"retention": "30d"}})
+    core.create_namespaced_persistent_volume_claim(NS, {
+        "metadata": {"name": PVC},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "80Gi"}}}})
+    try:
+        tolerations = [{"key": "monitoring", "operator": "Exists", "effect": "NoSchedule"}]
+        mon.apply_cc(monitoring__prometheus={"resources": {"limits": {"memory": "20Gi"}}, "volumeSize": "40Gi"},
+                     monitoring__alertmanager={"replicas": 2}, monitoring__tolerations=tolerations,
+                     monitoring__kube_rbac_proxy={"resources": {"requests": {"cpu": "15m"}}})
+        assert reconcile_ok(mon) == ["monitoring"]
+        spec = get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")["spec"]
+        assert spec["resources"] == {"limits": {"cpu": "4", "memory": "20Gi"},
+                                     "requests": {"cpu": "200m", "memory": "400Mi"}}
+        assert spec["tolerations"] == tolerations
+        assert spec["retention"] == "30d"
+        assert spec["storage"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "80Gi"
+        assert get(mon.api, "monitoring.coreos.com/v1", "Alertmanager", "main")["spec"]["replicas"] == 2
+        ksm = client.AppsV1Api(mon.api).read_namespaced_deployment("kube-state-metrics", NS).spec.template.spec
+        assert [t.key for t in ksm.tolerations] == ["monitoring"]
+        assert {c.name: c.resources.requests["cpu"] for c in ksm.containers} == {
+            "kube-state-metrics": "100m", "kube-rbac-proxy-main": "15m", "kube-rbac-proxy-self": "15m"}
+    finally:
+        core.delete_namespaced_persistent_volume_claim(PVC, NS)
+        custom.patch_namespaced_custom_object("monitoring.coreos.com", "v1", NS, "prometheuses", "k8s",
+                                              {"spec": {"retention": "7d"}})
 
 
 def test_etcd_monitoring_turned_on_later_waits_for_the_secret_then_mounts_it(mon: Installer) -> None:
@@ -114,6 +172,7 @@ def test_etcd_monitoring_turned_on_later_waits_for_the_secret_then_mounts_it(mon
     assert [a["ip"] for a in endpoints["subsets"][0]["addresses"]] == ["192.168.0.11", "192.168.0.12"]
     assert endpoints["subsets"][0]["ports"][0]["port"] == 2379
     assert get(mon.api, "v1", "Service", "etcd", "kube-system")
+    assert get(mon.api, MON, "PrometheusRule", "prometheus-k8s-etcd-rules")
 
     # Off again: the etcd objects and the mount go; the user's Secret and the controller's Endpoints stay.
     mon.apply_cc()
@@ -122,6 +181,7 @@ def test_etcd_monitoring_turned_on_later_waits_for_the_secret_then_mounts_it(mon
     assert get(mon.api, "v1", "Endpoints", "etcd", "kube-system") is None
     assert get(mon.api, "v1", "Service", "etcd", "kube-system") is None
     assert get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", "etcd") is None
+    assert get(mon.api, MON, "PrometheusRule", "prometheus-k8s-etcd-rules") is None
     assert get(mon.api, "v1", "Secret", SECRET)
     assert get(mon.api, "v1", "Endpoints", "kube-state-metrics")
 
@@ -137,6 +197,7 @@ def test_external_prometheus_removes_the_stack_but_keeps_crds(mon: Installer) ->
     assert get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "prometheuses.monitoring.coreos.com",
                None)
     assert get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s") is None
+    assert get(mon.api, "v1", "Service", "kube-scheduler-svc", "kube-system") is None
     assert get(mon.api, "v1", "Namespace", NS, None)
 
     mon.apply_cc()

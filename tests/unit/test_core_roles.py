@@ -33,7 +33,7 @@ ALL_ON = {
 # name → (spec changes, extra variables)
 CORE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "default": ({}, {}),
-    "three_nodes": ({}, {"nodeNum": 3}),
+    "three_masters": ({}, {"nodeNum": 5, "ks_master_num": 3}),
     "tuned": ({"common": {"core": {"apiserver": {"resources": {"limits": {"cpu": "4"}}},
                                    "controllerManager": {"resources": {"requests": {"cpu": "1"}}},
                                    "nodeSelector": {"core": "yes"}, "tolerations": [{"operator": "Exists"}],
@@ -115,15 +115,15 @@ def pod(objects: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str, 
 
 def test_core_objects(out: Path) -> None:
     objects = core(out, "default")
-    for ref in [("Namespace", "kubesphere-system"), ("Namespace", "kubesphere-controls-system"),
-                ("ServiceAccount", "kubesphere"), ("ClusterRole", "kubesphere"), ("ClusterRoleBinding", "kubesphere"),
+    for ref in [("ServiceAccount", "kubesphere"), ("ClusterRoleBinding", "kubesphere"),
                 ("ConfigMap", "ks-console-config"), ("GlobalRole", "platform-admin"), ("GlobalRoleBinding", "admin"),
                 ("WorkspaceTemplate", "system-workspace"), ("CustomResourceDefinition", "users.iam.kubesphere.io"),
                 ("CustomResourceDefinition", "workspaces.tenant.kubesphere.io"),
                 ("CustomResourceDefinition", "workspacetemplates.tenant.kubesphere.io"),
                 ("CustomResourceDefinition", "clusters.cluster.kubesphere.io")]:
         assert ref in objects, ref
-    assert not any(kind in ("Secret", "User") for kind, _ in objects)  # ks_core_secret's, never pruned
+    assert not any(kind in ("Secret", "User", "Namespace") for kind, _ in objects)  # never pruned; preinstall's
+    assert objects[("ClusterRoleBinding", "kubesphere")]["roleRef"]["name"] == "cluster-admin"
     ports = {name: [(p["port"], p["targetPort"], p.get("nodePort"))
                     for p in objects[("Service", name)]["spec"]["ports"]]
              for name in ("ks-apiserver", "ks-console", "ks-controller-manager")}
@@ -148,20 +148,22 @@ def test_core_workloads(out: Path) -> None:
         assert deployment["spec"]["selector"]["matchLabels"] == deployment["spec"]["template"]["metadata"]["labels"]
     for name in ("ks-apiserver", "ks-controller-manager"):
         spec = pod(objects, name)
-        assert {"name": "kubesphere-config", "configMap": {"name": "kubesphere-config", "optional": True}} \
-            in spec["volumes"]
+        assert {"name": "kubesphere-config", "configMap": {"name": "kubesphere-config", "defaultMode": 420,
+                                                           "optional": True}} in spec["volumes"]
         assert spec["containers"][0]["env"] == [{"name": "KUBESPHERE_AUTHENTICATION_JWTSECRET", "valueFrom": {
             "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}}]
     assert pod(objects, "ks-apiserver")["containers"][0]["resources"] == {
         "limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "20m", "memory": "100Mi"}}
-    assert core(out, "three_nodes")[("Deployment", "ks-apiserver")]["spec"]["replicas"] == 2
+    assert core(out, "three_masters")[("Deployment", "ks-apiserver")]["spec"]["replicas"] == 3
 
 
 def test_core_spec_settings(out: Path) -> None:
     objects = core(out, "tuned")
     apiserver, controller, console = (pod(objects, n) for n in ("ks-apiserver", "ks-controller-manager", "ks-console"))
-    assert apiserver["containers"][0]["resources"] == {"limits": {"cpu": "4"}}
-    assert controller["containers"][0]["resources"] == {"requests": {"cpu": "1"}}
+    assert apiserver["containers"][0]["resources"] == {"limits": {"cpu": "4", "memory": "1024Mi"},
+                                                       "requests": {"cpu": "20m", "memory": "100Mi"}}
+    assert controller["containers"][0]["resources"] == {"limits": {"cpu": "1", "memory": "1000Mi"},
+                                                        "requests": {"cpu": "1", "memory": "50Mi"}}
     assert apiserver["nodeSelector"] == {"core": "yes"}  # common.core wins over the global key
     assert apiserver["tolerations"] == [{"operator": "Exists"}]
     assert apiserver["containers"][0]["image"] == \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -15,19 +16,68 @@ from installer.manifests import parse_kind
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "ks-monitor"
+NS = "kubesphere-monitoring-system"
 CERTS = "/etc/prometheus/secrets/kube-etcd-client-certs/"
 ETCD_ON = {"monitoring": True, "endpointIps": "10.0.0.1, 10.0.0.2", "port": 2379, "tlsEnable": True}
+RESOURCES = {"limits": {"cpu": "3", "memory": "1Gi"}, "requests": {"cpu": "30m", "memory": "40Mi"}}
+TOLERATE_ALL = [{"operator": "Exists"}]
+ZONE_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+
+# What ks-installer v3.4.1 created for the default cc (upstream-inventory monitoring.json, tag v3.4.1), without
+# notification-manager and the GlobalRuleGroups, which are not this role's: kind → {namespace → names}.
+UPSTREAM: dict[str, dict[str, list[str]]] = {
+    "Alertmanager": {NS: ["main"]},
+    "ClusterRole": {"": ["kubesphere-kube-state-metrics", "kubesphere-node-exporter", "kubesphere-prometheus-k8s",
+                         "kubesphere-prometheus-operator"]},
+    "ClusterRoleBinding": {"": ["kubesphere-kube-state-metrics", "kubesphere-node-exporter",
+                                "kubesphere-prometheus-k8s", "kubesphere-prometheus-operator"]},
+    "CustomResourceDefinition": {"": [
+        *(f"{p}.monitoring.coreos.com" for p in ("alertmanagerconfigs", "alertmanagers", "podmonitors", "probes",
+                                                 "prometheuses", "prometheusrules", "servicemonitors", "thanosrulers")),
+        "clusterdashboards.monitoring.kubesphere.io", "dashboards.monitoring.kubesphere.io"]},
+    "DaemonSet": {NS: ["node-exporter"]},
+    "Deployment": {NS: ["kube-state-metrics", "prometheus-operator"]},
+    "PodDisruptionBudget": {NS: ["alertmanager-main", "prometheus-k8s"]},
+    "Prometheus": {NS: ["k8s"]},
+    "PrometheusRule": {NS: ["alertmanager-main-rules", "kube-state-metrics-rules", "node-exporter-rules",
+                            "prometheus-k8s-prometheus-rules", "prometheus-k8s-rules", "prometheus-operator-rules"]},
+    "Role": {NS: ["prometheus-k8s-config"]},
+    "RoleBinding": {NS: ["prometheus-k8s-config"]},
+    "Secret": {NS: ["alertmanager-main"]},
+    "Service": {"kube-system": ["kube-controller-manager-svc", "kube-scheduler-svc"],
+                NS: ["alertmanager-main", "kube-state-metrics", "node-exporter", "prometheus-k8s",
+                     "prometheus-operator"]},
+    "ServiceAccount": {NS: ["alertmanager-main", "kube-state-metrics", "node-exporter", "prometheus-k8s",
+                            "prometheus-operator"]},
+    "ServiceMonitor": {NS: ["alertmanager-main", "coredns", "ks-apiserver", "ks-controller-manager", "kube-apiserver",
+                            "kube-controller-manager", "kube-scheduler", "kube-state-metrics", "kubelet",
+                            "node-exporter", "prometheus-k8s", "prometheus-operator"]},
+}
+# monitoring-etcd.json (etcd.monitoring: true), without its GlobalRuleGroup.
+UPSTREAM_ETCD = {("Endpoints", "kube-system", "etcd"), ("Service", "kube-system", "etcd"),
+                 ("ServiceMonitor", NS, "etcd"), ("PrometheusRule", NS, "prometheus-k8s-etcd-rules")}
 
 # name → (spec changes, extra variables)
 SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "default": ({}, {}),
     "three_nodes": ({}, {"nodeNum": 3}),
-    "tuned": ({"monitoring": {"storageClass": "fast", "node_exporter": {"port": 9200},
-                              "prometheus": {"replicas": 3, "volumeSize": "50Gi",
-                                             "resources": {"limits": {"cpu": "2"}}},
-                              "alertmanager": {"replicas": 2}},
+    "tuned": ({"monitoring": {"storageClass": "fast", "node_exporter": {"port": 9200, "resources": RESOURCES},
+                              "prometheus": {"replicas": 3, "volumeSize": "50Gi", "resources": {"limits": {"cpu": "2"}},
+                                             "operator": {"resources": RESOURCES}},
+                              "alertmanager": {"replicas": 2, "resources": {"requests": {"memory": "64Mi"}}},
+                              "kube_rbac_proxy": {"resources": RESOURCES},
+                              "kube_state_metrics": {"resources": RESOURCES}},
                "persistence": {"storageClass": "slow"}, "nodeSelector": {"role": "monitoring"},
-               "local_registry": "registry.local:5000", "namespace_override": "mirror"}, {}),
+               "local_registry": "registry.local:5000", "namespace_override": "mirror"}, {"nodeNum": 3}),
+    "scheduling": ({"monitoring": {"nodeSelector": {"monitoring": "yes"}, "affinity": ZONE_AFFINITY},
+                    "nodeSelector": {"global": "yes"}, "tolerations": TOLERATE_ALL}, {}),
+    "legacy_keys": ({"monitoring": {"prometheusReplicas": 4, "prometheusVolumeSize": "30Gi",
+                                    "alertmanagerReplicas": 2}}, {}),
+    "live": ({"monitoring": {"prometheus": {"volumeSize": "50Gi"}}},
+             {"ks_monitor_live_retention": "30d", "ks_monitor_live_volume_size": "80Gi"}),
+    "old_kubernetes": ({}, {"kubernetes_version": "v1.20.15"}),
+    "zone_cn": ({"zone": "cn"}, {}),
     "persistence_class": ({"persistence": {"storageClass": "slow"}}, {}),
     "etcd_certs_missing": ({"etcd": ETCD_ON}, {"ks_monitor_etcd_certs_missing": ["etcd-client.key"]}),
     "etcd_certs_ready": ({"etcd": ETCD_ON}, {}),
@@ -36,89 +86,282 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                   "etcd": ETCD_ON}, {}),
 }
 
+Objects = list[dict[str, Any]]
+
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     out = tmp_path_factory.mktemp("ks-monitor")
     tasks = []
     for name, (changes, extra) in SCENARIOS.items():
-        variables = {**apply_defaults(changes), "nodeNum": 1, **extra}
+        variables = {**apply_defaults(changes), "nodeNum": 1, "kubernetes_version": "v1.34.4", **extra}
         tasks += [{"ansible.builtin.include_role": {"name": "ks-monitor", "tasks_from": "render"}, "vars": variables},
                   {"ansible.builtin.copy": {"content": "{{ ks_monitor_objects | to_json }}",
                                             "dest": str(out / f"{name}.json")}}]
     play = {"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
-            "vars": {"ks_module": "monitoring", "ks_namespace": "kubesphere-system"}}
+            "vars": {"ks_module": "monitoring", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1"}}
     run_play(play, out)
     return {name: json.loads((out / f"{name}.json").read_text()) for name in SCENARIOS}
 
 
-def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any] | None:
-    return next((o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name), None)
+def find(objects: Objects, kind: str, name: str) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name} rendered {len(found)} times"
+    return found[0]
 
 
-def containers(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in obj["spec"]["template"]["spec"]["containers"]}
+def keys(objects: Objects) -> set[tuple[str, str, str]]:
+    return {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in objects}
 
 
-def test_default_stack_objects(rendered: dict[str, list[dict[str, Any]]]) -> None:
+def pod(objects: Objects, kind: str, name: str) -> dict[str, Any]:
+    return find(objects, kind, name)["spec"]["template"]["spec"]
+
+
+def containers(objects: Objects, kind: str, name: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in pod(objects, kind, name)["containers"]}
+
+
+def all_containers(objects: Objects) -> dict[str, dict[str, Any]]:
+    """Every container of the stack's workloads, keyed "<workload>/<container>"."""
+    return {f"{o['metadata']['name']}/{c['name']}": c for o in objects if o["kind"] in ("Deployment", "DaemonSet")
+            for c in o["spec"]["template"]["spec"]["containers"]}
+
+
+def test_every_upstream_object_is_rendered(rendered: dict[str, Objects]) -> None:
+    upstream = {(kind, ns, name) for kind, by_ns in UPSTREAM.items() for ns, names in by_ns.items() for name in names}
     objects = rendered["default"]
-    crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
-    assert {f"{p}.monitoring.coreos.com" for p in ("prometheuses", "alertmanagers", "servicemonitors", "podmonitors",
-                                                   "prometheusrules", "thanosrulers", "probes",
-                                                   "alertmanagerconfigs")} <= crds
-    for kind, name in [("Namespace", "kubesphere-monitoring-system"), ("Deployment", "prometheus-operator"),
-                       ("Deployment", "kube-state-metrics"), ("DaemonSet", "node-exporter"),
-                       ("Prometheus", "k8s"), ("Alertmanager", "main"), ("Secret", "alertmanager-main"),
-                       ("ServiceMonitor", "ks-apiserver"), ("ServiceMonitor", "ks-controller-manager")]:
-        assert find(objects, kind, name), f"{kind}/{name} not rendered"
-    # Prometheus selects ServiceMonitors by the vendor label, so every one of them must carry it.
-    for sm in (o for o in objects if o["kind"] == "ServiceMonitor"):
-        assert sm["metadata"]["labels"]["app.kubernetes.io/vendor"] == "kubesphere"
-    operator = containers(find(objects, "Deployment", "prometheus-operator"))
-    assert operator["prometheus-operator"]["image"] == "kubesphere/prometheus-operator:v0.55.1"
-    assert "--prometheus-config-reloader=kubesphere/prometheus-config-reloader:v0.55.1" in \
-        operator["prometheus-operator"]["args"]
-    assert not any(o["metadata"]["name"] == "etcd" for o in objects)
+    assert upstream <= keys(objects), sorted(upstream - keys(objects))
+    assert keys(objects) - upstream == set()  # the namespace is preinstall's
+    assert len(objects) == len(keys(objects)), "an object is rendered twice"
+    assert keys(rendered["etcd_certs_ready"]) - keys(objects) == UPSTREAM_ETCD
 
 
-def test_prometheus_defaults(rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_images_come_from_the_catalogue(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    operator = containers(objects, "Deployment", "prometheus-operator")["prometheus-operator"]
+    assert operator["image"] == "kubesphere/prometheus-operator:v0.55.1"
+    assert "--prometheus-config-reloader=kubesphere/prometheus-config-reloader:v0.55.1" in operator["args"]
+    assert find(objects, "Prometheus", "k8s")["spec"]["image"] == "prom/prometheus:v2.39.1"
+    assert find(objects, "Alertmanager", "main")["spec"]["image"] == "prom/alertmanager:v0.23.0"
+    cn = "registry.cn-beijing.aliyuncs.com/kubesphereio/"
+    assert {c["image"] for c in all_containers(rendered["zone_cn"]).values()} == {
+        cn + "prometheus-operator:v0.55.1", cn + "kube-rbac-proxy:v0.11.0", cn + "node-exporter:v1.3.1",
+        cn + "kube-state-metrics:v2.6.0"}
+    mirror = "registry.local:5000/mirror/"
+    assert find(rendered["tuned"], "Prometheus", "k8s")["spec"]["image"] == mirror + "prometheus:v2.39.1"
+    assert all(c["image"].startswith(mirror) for c in all_containers(rendered["tuned"]).values())
+
+
+def test_prometheus_defaults(rendered: dict[str, Objects]) -> None:
     spec = find(rendered["default"], "Prometheus", "k8s")["spec"]
     assert spec["replicas"] == 1
-    assert find(rendered["three_nodes"], "Prometheus", "k8s")["spec"]["replicas"] == 2
     assert spec["retention"] == "7d"
-    assert spec["image"] == "prom/prometheus:v2.39.1"
+    # Every ServiceMonitor in the cluster is scraped, the user's own included.
+    assert spec["serviceMonitorSelector"] == {} and spec["serviceMonitorNamespaceSelector"] == {}
+    assert spec["ruleSelector"] == {"matchLabels": {"prometheus": "k8s", "role": "alert-rules"}}
     claim = spec["storage"]["volumeClaimTemplate"]["spec"]
-    assert claim["resources"]["requests"]["storage"] == "20Gi"
-    assert "storageClassName" not in claim
-    assert "resources" not in spec and "secrets" not in spec and "nodeSelector" not in spec
-    assert find(rendered["default"], "Alertmanager", "main")["spec"]["replicas"] == 1
+    assert claim == {"resources": {"requests": {"storage": "20Gi"}}}
+    assert "secrets" not in spec
+    assert spec["resources"] == {"limits": {"cpu": "4", "memory": "16Gi"},
+                                 "requests": {"cpu": "200m", "memory": "400Mi"}}
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "monitoring",
+                                    "effect": "NoSchedule"}]
+    assert spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["preference"] == {
+        "matchExpressions": [{"key": "node-role.kubernetes.io/monitoring", "operator": "Exists"}]}
+    anti = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert anti["labelSelector"]["matchLabels"] == find(rendered["default"], "Service", "prometheus-k8s")["spec"][
+        "selector"]
     persistence = find(rendered["persistence_class"], "Prometheus", "k8s")["spec"]
     assert persistence["storage"]["volumeClaimTemplate"]["spec"]["storageClassName"] == "slow"
 
 
-def test_spec_settings_reach_the_objects(rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_alertmanager_defaults(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    spec = find(objects, "Alertmanager", "main")["spec"]
+    assert spec["replicas"] == 1
+    assert spec["resources"] == {"limits": {"cpu": "200m", "memory": "200Mi"},
+                                 "requests": {"cpu": "20m", "memory": "30Mi"}}
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"} and "tolerations" not in spec
+    term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["labelSelector"] == {
+        "matchExpressions": [{"key": "alertmanager", "operator": "In", "values": ["main"]}]}
+    config = yaml.safe_load(base64.b64decode(find(objects, "Secret", "alertmanager-main")["data"]["alertmanager.yaml"]))
+    assert [r["name"] for r in config["receivers"]] == [
+        "Default", "null", "Watchdog", "prometheus", "event", "auditing"]
+    assert config["route"]["routes"][-1] == {"receiver": "prometheus", "match_re": {"alerttype": ".*"}}
+    assert config["receivers"][3]["webhook_configs"][0]["url"] == \
+        "http://notification-manager-svc.kubesphere-monitoring-system.svc:19093/api/v2/alerts"
+
+
+def test_replicas_follow_the_node_count(rendered: dict[str, Objects]) -> None:
+    three = rendered["three_nodes"]
+    assert find(three, "Prometheus", "k8s")["spec"]["replicas"] == 2
+    assert find(three, "Alertmanager", "main")["spec"]["replicas"] == 3
+    legacy = rendered["legacy_keys"]  # pre-v3.1 spellings still count
+    assert find(legacy, "Prometheus", "k8s")["spec"]["replicas"] == 4
+    assert find(legacy, "Alertmanager", "main")["spec"]["replicas"] == 2
+    assert find(legacy, "Prometheus", "k8s")["spec"]["storage"]["volumeClaimTemplate"]["spec"]["resources"] == {
+        "requests": {"storage": "30Gi"}}
+
+
+def test_services_and_disruption_budgets(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    for name, port in [("prometheus-k8s", 9090), ("alertmanager-main", 9093)]:
+        service = find(objects, "Service", name)["spec"]
+        assert service["ports"] == [{"name": "web", "port": port, "targetPort": "web"},
+                                    {"name": "reloader-web", "port": 8080, "targetPort": "reloader-web"}]
+        monitor = find(objects, "ServiceMonitor", name)["spec"]
+        assert [e["port"] for e in monitor["endpoints"]] == ["web", "reloader-web"]
+        assert monitor["selector"]["matchLabels"] == service["selector"]
+        pdb = find(objects, "PodDisruptionBudget", name)
+        assert pdb["apiVersion"] == "policy/v1"
+        assert pdb["spec"]["selector"]["matchLabels"] == service["selector"]
+    assert find(objects, "PodDisruptionBudget", "prometheus-k8s")["spec"]["minAvailable"] == 1
+    assert find(objects, "PodDisruptionBudget", "alertmanager-main")["spec"]["maxUnavailable"] == 1
+    assert find(rendered["old_kubernetes"], "PodDisruptionBudget", "prometheus-k8s")["apiVersion"] == "policy/v1beta1"
+    for component, port in [("kube-controller-manager", 10257), ("kube-scheduler", 10259)]:
+        service = find(objects, "Service", f"{component}-svc")
+        assert service["metadata"]["namespace"] == "kube-system"
+        assert service["spec"] == {"clusterIP": "None", "selector": {"component": component},
+                                   "ports": [{"name": "https-metrics", "port": port, "targetPort": port}]}
+        monitor = find(objects, "ServiceMonitor", component)["spec"]
+        assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        assert monitor["namespaceSelector"] == {"matchNames": ["kube-system"]}
+    coredns = find(objects, "ServiceMonitor", "coredns")["spec"]
+    assert coredns["selector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert coredns["endpoints"][0]["port"] == "metrics"
+
+
+def test_prometheus_reads_its_config_through_a_role(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    assert find(objects, "Role", "prometheus-k8s-config")["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]
+    binding = find(objects, "RoleBinding", "prometheus-k8s-config")
+    assert binding["roleRef"]["name"] == "prometheus-k8s-config"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": NS}]
+    ksm_rules = find(objects, "ClusterRole", "kubesphere-kube-state-metrics")["rules"]
+    assert {"apiGroups": ["iam.kubesphere.io"], "resources": ["users"], "verbs": ["list", "watch"]} in ksm_rules
+
+
+def test_every_container_has_upstream_resources(rendered: dict[str, Objects]) -> None:
+    proxy = {"limits": {"cpu": "1", "memory": "100Mi"}, "requests": {"cpu": "10m", "memory": "20Mi"}}
+    assert {name: c["resources"] for name, c in all_containers(rendered["default"]).items()} == {
+        "prometheus-operator/prometheus-operator": {"limits": {"cpu": "200m", "memory": "200Mi"},
+                                                    "requests": {"cpu": "100m", "memory": "100Mi"}},
+        "prometheus-operator/kube-rbac-proxy": proxy,
+        "node-exporter/node-exporter": {"limits": {"cpu": "1", "memory": "500Mi"},
+                                        "requests": {"cpu": "102m", "memory": "180Mi"}},
+        "node-exporter/kube-rbac-proxy": proxy,
+        "kube-state-metrics/kube-state-metrics": {"limits": {"cpu": "1", "memory": "8Gi"},
+                                                  "requests": {"cpu": "100m", "memory": "150Mi"}},
+        "kube-state-metrics/kube-rbac-proxy-main": proxy,
+        "kube-state-metrics/kube-rbac-proxy-self": proxy,
+    }
+
+
+def test_spec_resources_replace_the_defaults_field_by_field(rendered: dict[str, Objects]) -> None:
+    objects = rendered["tuned"]
+    assert {name: c["resources"] for name, c in all_containers(objects).items()} == dict.fromkeys(
+        all_containers(objects), RESOURCES)
+    assert find(objects, "Prometheus", "k8s")["spec"]["resources"] == {
+        "limits": {"cpu": "2", "memory": "16Gi"}, "requests": {"cpu": "200m", "memory": "400Mi"}}
+    assert find(objects, "Alertmanager", "main")["spec"]["resources"] == {
+        "limits": {"cpu": "200m", "memory": "200Mi"}, "requests": {"cpu": "20m", "memory": "64Mi"}}
+
+
+def test_spec_settings_reach_the_objects(rendered: dict[str, Objects]) -> None:
     objects = rendered["tuned"]
     spec = find(objects, "Prometheus", "k8s")["spec"]
     assert spec["replicas"] == 3
-    assert spec["resources"] == {"limits": {"cpu": "2"}}
     claim = spec["storage"]["volumeClaimTemplate"]["spec"]
     assert claim["storageClassName"] == "fast"  # monitoring.storageClass wins over persistence.storageClass
     assert claim["resources"]["requests"]["storage"] == "50Gi"
-    assert spec["nodeSelector"] == {"role": "monitoring"}
-    assert spec["image"] == "registry.local:5000/mirror/prometheus:v2.39.1"
     assert find(objects, "Alertmanager", "main")["spec"]["replicas"] == 2
-    proxy = containers(find(objects, "DaemonSet", "node-exporter"))["kube-rbac-proxy"]
-    assert proxy["ports"] == [{"name": "https", "containerPort": 9200, "hostPort": 9200}]
-    assert proxy["image"] == "registry.local:5000/mirror/kube-rbac-proxy:v0.11.0"
-    ksm = find(objects, "Deployment", "kube-state-metrics")["spec"]["template"]["spec"]
-    assert ksm["nodeSelector"] == {"role": "monitoring"}
+    node_exporter = containers(objects, "DaemonSet", "node-exporter")
+    assert node_exporter["kube-rbac-proxy"]["ports"] == [{"name": "https", "containerPort": 9200, "hostPort": 9200}]
+    assert "--web.listen-address=127.0.0.1:9200" in node_exporter["node-exporter"]["args"]
+    assert find(objects, "Service", "node-exporter")["spec"]["ports"][0]["port"] == 9200
 
 
-def test_etcd_secret_is_mounted_only_once_it_has_the_certificates(
-        rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_scheduling_prefers_monitoring_then_global_settings(rendered: dict[str, Objects]) -> None:
+    objects = rendered["scheduling"]
+    wanted = {"nodeSelector": {"monitoring": "yes"}, "tolerations": TOLERATE_ALL, "affinity": ZONE_AFFINITY}
+    for kind, name in [("Prometheus", "k8s"), ("Alertmanager", "main")]:
+        spec = find(objects, kind, name)["spec"]
+        assert {k: spec[k] for k in wanted} == wanted, name
+    for name in ("prometheus-operator", "kube-state-metrics"):
+        spec = pod(objects, "Deployment", name)
+        assert {k: spec[k] for k in wanted} == wanted, name
+        assert "tolerations" not in pod(rendered["default"], "Deployment", name)
+    # The global nodeSelector applies when monitoring has none; node-exporter runs on every node regardless.
+    assert find(rendered["tuned"], "Prometheus", "k8s")["spec"]["nodeSelector"] == {"role": "monitoring"}
+    assert pod(rendered["tuned"], "Deployment", "kube-state-metrics")["nodeSelector"] == {"role": "monitoring"}
+    node_exporter = pod(objects, "DaemonSet", "node-exporter")
+    assert node_exporter["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert node_exporter["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_exporters(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    ksm = containers(objects, "Deployment", "kube-state-metrics")["kube-state-metrics"]
+    args = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in ksm["args"]}
+    assert args["--metric-labels-allowlist"] == \
+        "namespaces=[kubesphere.io/workspace],storageclasses=[storage.kubesphere.io/storagetype]"
+    denied = args["--metric-denylist"].split(",")
+    assert len(denied) == 17 and "kube_node_info" in denied and "kube_.+_created" in denied
+    assert ksm["volumeMounts"] == [{"name": "host-time", "mountPath": "/etc/localtime", "readOnly": True}]
+    assert {"name": "host-time", "hostPath": {"path": "/etc/localtime", "type": ""}} in \
+        pod(objects, "Deployment", "kube-state-metrics")["volumes"]
+    # Flags node-exporter v1.3.1 knows (the filesystem excludes under their v1.3 names).
+    exporter = containers(objects, "DaemonSet", "node-exporter")["node-exporter"]
+    assert [a.split("=", 1)[0] for a in exporter["args"]] == [
+        "--web.listen-address", "--path.procfs", "--path.sysfs", "--path.rootfs", "--no-collector.wifi",
+        "--no-collector.hwmon", "--collector.filesystem.mount-points-exclude",
+        "--collector.filesystem.fs-types-exclude"]
+    # Selectors are upstream's: an upgrade from ks-installer v3.4.1 must not change an immutable selector.
+    for kind, name, component in [("Deployment", "prometheus-operator", "controller"),
+                                  ("Deployment", "kube-state-metrics", "exporter"),
+                                  ("DaemonSet", "node-exporter", "exporter")]:
+        assert find(objects, kind, name)["spec"]["selector"]["matchLabels"] == {
+            "app.kubernetes.io/component": component, "app.kubernetes.io/name": name,
+            "app.kubernetes.io/part-of": "kube-prometheus"}
+
+
+def test_prometheus_rules(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    rules = {o["metadata"]["name"]: o for o in objects if o["kind"] == "PrometheusRule"}
+    for rule in rules.values():
+        assert rule["metadata"]["labels"].items() >= {"prometheus": "k8s", "role": "alert-rules"}.items()
+    groups = {name: [g["name"] for g in rule["spec"]["groups"]] for name, rule in rules.items()}
+    assert groups == {
+        "prometheus-k8s-rules": ["k8s.rules", "node.rules", "cluster.rules", "namespace.rules", "apiserver.rules",
+                                 "scheduler.rules", "scheduler_histogram.rules", "controller_manager.rules",
+                                 "coredns.rules", "kube-apiserver-burnrate.rules", "kube-apiserver-histogram.rules",
+                                 "kube-apiserver-availability.rules", "kubelet.rules"],
+        "prometheus-k8s-prometheus-rules": ["prometheus.rules"],
+        "alertmanager-main-rules": [], "prometheus-operator-rules": [], "node-exporter-rules": [],
+        "kube-state-metrics-rules": []}
+    records = {r["record"] for g in rules["prometheus-k8s-rules"]["spec"]["groups"] for r in g["rules"]}
+    assert {"namespace:container_cpu_usage_seconds_total:sum_rate", "node:node_memory_bytes_total:sum",
+            "cluster:pod_abnormal:ratio"} <= records
+    assert all(r["expr"] for g in rules["prometheus-k8s-rules"]["spec"]["groups"] for r in g["rules"])
+    etcd = find(rendered["etcd_certs_ready"], "PrometheusRule", "prometheus-k8s-etcd-rules")["spec"]["groups"]
+    assert etcd[0]["name"] == "etcd.rules" and etcd[0]["rules"][0] == {
+        "record": "etcd:up:sum", "expr": 'sum by(cluster) (up{job=~".*etcd.*"} == 1)'}
+
+
+def test_live_retention_and_volume_size_are_kept(rendered: dict[str, Objects]) -> None:
+    spec = find(rendered["live"], "Prometheus", "k8s")["spec"]
+    assert spec["retention"] == "30d"
+    assert spec["storage"]["volumeClaimTemplate"]["spec"]["resources"]["requests"]["storage"] == "80Gi"
+
+
+def test_etcd_secret_is_mounted_only_once_it_has_the_certificates(rendered: dict[str, Objects]) -> None:
     missing = rendered["etcd_certs_missing"]
     assert "secrets" not in find(missing, "Prometheus", "k8s")["spec"]
-    assert not any(o["metadata"]["name"] == "etcd" for o in missing)
+    assert not any(o["metadata"]["name"] in ("etcd", "prometheus-k8s-etcd-rules") for o in missing)
 
     ready = rendered["etcd_certs_ready"]
     assert find(ready, "Prometheus", "k8s")["spec"]["secrets"] == ["kube-etcd-client-certs"]
@@ -135,22 +378,25 @@ def test_etcd_secret_is_mounted_only_once_it_has_the_certificates(
         "keyFile": CERTS + "etcd-client.key"}
 
 
-def test_etcd_without_tls_needs_no_secret(rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_etcd_without_tls_needs_no_secret(rendered: dict[str, Objects]) -> None:
     objects = rendered["etcd_plain"]
     assert "secrets" not in find(objects, "Prometheus", "k8s")["spec"]
     assert find(objects, "ServiceMonitor", "etcd")["spec"]["endpoints"] == [
         {"interval": "1m", "port": "metrics", "scheme": "http"}]
 
 
-def test_external_prometheus_keeps_only_kubesphere_objects(rendered: dict[str, list[dict[str, Any]]]) -> None:
-    objects = rendered["external"]
-    assert {(o["kind"], o["metadata"]["name"]) for o in objects} == {
-        ("Namespace", "kubesphere-monitoring-system"),
-        ("CustomResourceDefinition", "dashboards.monitoring.kubesphere.io"),
-        ("CustomResourceDefinition", "clusterdashboards.monitoring.kubesphere.io")}
+def test_external_prometheus_keeps_only_kubesphere_objects(rendered: dict[str, Objects]) -> None:
+    assert keys(rendered["external"]) == {
+        ("CustomResourceDefinition", "", "dashboards.monitoring.kubesphere.io"),
+        ("CustomResourceDefinition", "", "clusterdashboards.monitoring.kubesphere.io")}
 
 
-def test_prune_and_uninstall_cover_every_rendered_kind(rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_every_service_monitor_carries_the_vendor_label(rendered: dict[str, Objects]) -> None:
+    for monitor in (o for o in rendered["etcd_certs_ready"] if o["kind"] == "ServiceMonitor"):
+        assert monitor["metadata"]["labels"]["app.kubernetes.io/vendor"] == "kubesphere"
+
+
+def test_prune_and_uninstall_cover_every_rendered_kind(rendered: dict[str, Objects]) -> None:
     kinds = {parse_kind(k) for k in yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())["ks_monitor_kinds"]}
     for objects in rendered.values():
         assert {(o["apiVersion"], o["kind"]) for o in objects} <= kinds

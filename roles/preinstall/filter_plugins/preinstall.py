@@ -1,9 +1,11 @@
-"""Jinja filters for the preinstall checks."""
+"""Jinja filters for the preinstall checks and lookups."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from installer.settings import MODULE_LABEL
 
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
@@ -23,6 +25,13 @@ def ks_default_storage_classes(classes: list[dict[str, Any]]) -> list[str]:
             if any((c["metadata"].get("annotations") or {}).get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS)]
 
 
+def ks_not_owned_by(objects: list[dict[str, Any]], module: str) -> list[str]:
+    """Names of the ``objects`` that do not carry ``module``'s label (someone else created them)."""
+    return [o["metadata"]["name"] for o in objects
+            if (o["metadata"].get("labels") or {}).get(MODULE_LABEL) != module]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"ks_password_missing": ks_password_missing, "ks_default_storage_classes": ks_default_storage_classes}
+        return {"ks_password_missing": ks_password_missing, "ks_default_storage_classes": ks_default_storage_classes,
+                "ks_not_owned_by": ks_not_owned_by}

@@ -1,0 +1,147 @@
+"""The serving certificate of ks-controller-manager's admission webhooks, kept in a Secret.
+
+Secret ``ks-controller-manager-webhook-cert`` holds ``ca.crt``, ``tls.crt`` and ``tls.key`` (PEM), as upstream's
+chart made it: a CA of its own and a certificate for the webhook Service's DNS names signed by it. It is
+generated once and kept on later runs; it is replaced only when it is missing, unreadable, does not match the
+Service's names, is not signed by its CA, or either certificate expires within the renewal window. The CA
+certificate (public) goes into every webhook's ``caBundle``; the key never leaves the Secret and nothing here
+logs or returns it.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+
+SECRET_NAME = "ks-controller-manager-webhook-cert"
+CA_NAME = "ks-controller-manager-ca"
+CERT_NAME = "ks-core-admission-webhook"
+VALIDITY = dt.timedelta(days=3650)
+RENEW_BEFORE = dt.timedelta(days=30)
+KEYS = ("ca.crt", "tls.crt", "tls.key")
+
+
+def dns_names(service: str, namespace: str) -> list[str]:
+    """The names the API server uses to reach a Service."""
+    return [f"{service}.{namespace}", f"{service}.{namespace}.svc"]
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def generate(names: list[str], now: dt.datetime | None = None, validity: dt.timedelta = VALIDITY) -> dict[str, bytes]:
+    """A new CA and a serving certificate for ``names`` signed by it: the Secret's data (PEM)."""
+    now = now or _now()
+    start, end = now - dt.timedelta(minutes=5), now + validity
+    ca_key, key = _key(), _key()
+    ca = (x509.CertificateBuilder().subject_name(_name(CA_NAME)).issuer_name(_name(CA_NAME))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(start).not_valid_after(end)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=True,
+                                       content_commitment=False, data_encipherment=False, key_agreement=False,
+                                       crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    cert = (x509.CertificateBuilder().subject_name(_name(CERT_NAME)).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(start).not_valid_after(end)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
+                                         content_commitment=False, data_encipherment=False, key_agreement=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return {
+        "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
+        "tls.crt": cert.public_bytes(serialization.Encoding.PEM),
+        "tls.key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                     serialization.NoEncryption()),
+    }
+
+
+def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = None,
+            renew_before: dt.timedelta = RENEW_BEFORE) -> str | None:
+    """Why ``data`` cannot be kept (a short reason without any secret value), or None when it is good."""
+    missing = [k for k in KEYS if not data.get(k)]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    try:
+        ca = x509.load_pem_x509_certificate(data["ca.crt"])
+        cert = x509.load_pem_x509_certificate(data["tls.crt"])
+        key = serialization.load_pem_private_key(data["tls.key"], password=None)
+    except ValueError:
+        return "unreadable certificate or key"
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return "certificate not signed by its CA"
+    if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
+        return "key does not match the certificate"
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return "certificate has no DNS names"
+    if not set(names) <= set(san.get_values_for_type(x509.DNSName)):
+        return "certificate does not cover the Service's DNS names"
+    deadline = (now or _now()) + renew_before
+    if min(ca.not_valid_after_utc, cert.not_valid_after_utc) <= deadline:
+        return "expires soon"
+    return None
+
+
+@dataclass
+class Outcome:
+    """What ensure did; ``ca_bundle`` is the CA certificate (base64 PEM) for the webhooks' caBundle."""
+
+    changed: bool
+    reason: str
+    ca_bundle: str
+
+
+def ensure(api: client.ApiClient, namespace: str, module: str, service: str,
+           renew_before: dt.timedelta = RENEW_BEFORE) -> Outcome:
+    """Create the Secret, keep it when it is good, replace it when :func:`problem` says so."""
+    secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
+    names = dns_names(service, namespace)
+    try:
+        live = secrets.get(name=SECRET_NAME, namespace=namespace).to_dict()
+    except NotFoundError:
+        live = {}
+    current = {k: base64.b64decode(v) for k, v in (live.get("data") or {}).items()}
+    labels = (live.get("metadata") or {}).get("labels") or {}
+    reason = problem(current, names, renew_before=renew_before) if live else "missing"
+    wanted = {**MANAGED_BY, MODULE_LABEL: module}
+    if reason is None and wanted.items() <= labels.items():
+        return Outcome(False, "kept", base64.b64encode(current["ca.crt"]).decode())
+    data = current if reason is None else generate(names)
+    body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": SECRET_NAME, "namespace": namespace, "labels": wanted},
+            "data": {k: base64.b64encode(data[k]).decode() for k in KEYS}}
+    secrets.server_side_apply(body=body, name=SECRET_NAME, namespace=namespace, field_manager=FIELD_MANAGER,
+                              force_conflicts=True)
+    return Outcome(True, reason or "labelled", base64.b64encode(data["ca.crt"]).decode())

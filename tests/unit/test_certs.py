@@ -1,0 +1,120 @@
+"""The webhook serving certificate of ks-controller-manager: generated once, kept, renewed near expiry."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import ssl
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from installer import certs
+
+NAMES = certs.dns_names("ks-controller-manager", "kubesphere-system")
+
+
+@pytest.fixture(scope="module")
+def data() -> dict[str, bytes]:
+    return certs.generate(NAMES)
+
+
+def test_ca_verifies_the_serving_certificate(data: dict[str, bytes], tmp_path: Any) -> None:
+    assert NAMES == ["ks-controller-manager.kubesphere-system", "ks-controller-manager.kubesphere-system.svc"]
+    ca = x509.load_pem_x509_certificate(data["ca.crt"])
+    cert = x509.load_pem_x509_certificate(data["tls.crt"])
+    cert.verify_directly_issued_by(ca)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == NAMES
+    assert cert.not_valid_after_utc - cert.not_valid_before_utc > dt.timedelta(days=3649)
+    # What the API server does: TLS verification of the Service's DNS name against the caBundle.
+    (tmp_path / "ca.pem").write_bytes(data["ca.crt"])
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    (tmp_path / "tls.pem").write_bytes(data["tls.crt"] + data["tls.key"])
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(str(tmp_path / "tls.pem"))
+    client_in, client_out, server_in, server_out = (ssl.MemoryBIO() for _ in range(4))
+    client = ctx.wrap_bio(client_in, client_out, server_hostname="ks-controller-manager.kubesphere-system.svc")
+    peer = server.wrap_bio(server_in, server_out, server_side=True)
+    for _ in range(10):  # drive the handshake through memory
+        for side in (client, peer):
+            with contextlib.suppress(ssl.SSLWantReadError):
+                side.do_handshake()
+        server_in.write(client_out.read())
+        client_in.write(server_out.read())
+    assert client.getpeercert()["subjectAltName"] == tuple(("DNS", n) for n in NAMES)
+
+
+def test_problem(data: dict[str, bytes]) -> None:
+    assert certs.problem(data, NAMES) is None
+    assert certs.problem({}, NAMES) == "missing ca.crt, tls.crt, tls.key"
+    assert certs.problem({**data, "tls.crt": b"junk"}, NAMES) == "unreadable certificate or key"
+    other = certs.generate(NAMES)
+    assert certs.problem({**data, "ca.crt": other["ca.crt"]}, NAMES) == "certificate not signed by its CA"
+    assert certs.problem({**data, "tls.key": other["tls.key"]}, NAMES) == "key does not match the certificate"
+    assert certs.problem(data, [*NAMES, "ks-controller-manager.kubesphere-system.svc.cluster.local"]) == \
+        "certificate does not cover the Service's DNS names"
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=3650 - 10)
+    assert certs.problem(data, NAMES, now=later) == "expires soon"  # within the 30-day renewal window
+    assert certs.problem(data, NAMES, now=later, renew_before=dt.timedelta(days=5)) is None
+
+
+class FakeSecrets:
+    """The Secret API of a DynamicClient, in memory."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, Any] | None = None
+        self.applies = 0
+
+    def get(self, name: str, namespace: str) -> Any:
+        if self.stored is None:
+            raise NotFoundError(type("E", (), {"status": 404, "reason": "NotFound", "body": "", "headers": {}})())
+        stored = self.stored
+        return type("Live", (), {"to_dict": lambda _self: stored})()
+
+    def server_side_apply(self, body: dict[str, Any], **_: Any) -> None:
+        self.stored, self.applies = body, self.applies + 1
+
+
+@pytest.fixture
+def secrets(monkeypatch: pytest.MonkeyPatch) -> FakeSecrets:
+    fake = FakeSecrets()
+    resources = type("R", (), {"get": lambda _self, **_: fake})()
+    monkeypatch.setattr(certs, "DynamicClient", lambda _api: type("D", (), {"resources": resources})())
+    return fake
+
+
+def _stored(fake: FakeSecrets) -> dict[str, bytes]:
+    assert fake.stored is not None
+    return {k: base64.b64decode(v) for k, v in fake.stored["data"].items()}
+
+
+def test_generated_once_then_kept(secrets: FakeSecrets) -> None:
+    first = certs.ensure(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    assert first.changed and first.reason == "missing" and secrets.applies == 1
+    assert secrets.stored is not None
+    assert secrets.stored["metadata"]["labels"]["installer.kubesphere.io/module"] == "ks-core"
+    data = _stored(secrets)
+    assert base64.b64decode(first.ca_bundle) == data["ca.crt"]
+    again = certs.ensure(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    assert not again.changed and again.reason == "kept" and again.ca_bundle == first.ca_bundle
+    assert secrets.applies == 1 and _stored(secrets) == data
+
+
+def test_renewed_before_expiry(secrets: FakeSecrets) -> None:
+    old = certs.generate(NAMES, validity=dt.timedelta(days=20))
+    secrets.stored = {"metadata": {"labels": {"installer.kubesphere.io/module": "ks-core",
+                                              "app.kubernetes.io/managed-by": "ks-installer"}},
+                      "data": {k: base64.b64encode(v).decode() for k, v in old.items()}}
+    outcome = certs.ensure(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    assert outcome.changed and outcome.reason == "expires soon"
+    new = _stored(secrets)
+    assert new["ca.crt"] != old["ca.crt"] and certs.problem(new, NAMES) is None
+    assert base64.b64decode(outcome.ca_bundle) == new["ca.crt"]
+    key = serialization.load_pem_private_key(new["tls.key"], password=None)
+    assert key.key_size == 2048  # type: ignore[union-attr]
