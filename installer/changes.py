@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from deepdiff import DeepDiff
 
-from installer.config.secrets import SECRET_PATHS
+from installer.config.secrets import is_secret, redact
+from installer.spec import get, nested
 
 UNSET = "<unset>"
 REDACTED = "<redacted>"
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: Any, path: str) -> str:
     if value is UNSET or type(value).__name__ == "NotPresent":
         return UNSET
+    if isinstance(value, dict | list):  # a whole section: hide the credentials inside it
+        plain = re.sub(r"\[\d+\]", "", path)
+        value = get(redact(nested(plain, value)), plain)
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _is_secret(path: str) -> bool:
-    return any(path == s or path.startswith(s + ".") or s.startswith(path + ".") for s in SECRET_PATHS)
+def _hide(value: Any, shown: str) -> str:
+    return shown if shown == UNSET or isinstance(value, dict | list) else REDACTED
 
 
 def _dotted(parts: list[Any]) -> str:
@@ -36,8 +41,8 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     lines = []
     for level in sorted((lv for levels in diff.values() for lv in levels), key=lambda lv: lv.path()):
         path = _dotted(level.path(output_format="list"))
-        before, after = _fmt(level.t1), _fmt(level.t2)
-        if _is_secret(path):
-            before, after = (REDACTED if before != UNSET else UNSET), (REDACTED if after != UNSET else UNSET)
+        before, after = _fmt(level.t1, path), _fmt(level.t2, path)
+        if is_secret(path):  # a section's credentials are redacted inside it by _fmt
+            before, after = (_hide(level.t1, before), _hide(level.t2, after))
         lines.append(f"{path}: {before} -> {after}")
     return lines

@@ -86,6 +86,19 @@ def load_definitions(definition: str | Iterable[Any]) -> list[Obj]:
     return out
 
 
+class Rejected(RuntimeError):
+    """The API server refused an object; the message is its own reason, naming the object."""
+
+
+def api_reason(exc: ApiException) -> str:
+    """The API server's own message (``Status.message``), without headers or the raw body."""
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return message or f"{exc.status} {exc.reason}"
+
+
 @dataclass
 class Result:
     applied: list[str] = field(default_factory=list)
@@ -154,9 +167,12 @@ class Manifests:
             adopt = obj["kind"] != "Namespace" or before is None or (
                 (before.metadata.labels or {}).get(MODULE_LABEL) == self.module)
             body = self._labelled(obj, adopt)
-            after = res.server_side_apply(body=body, name=body["metadata"]["name"],
-                                          namespace=body["metadata"].get("namespace"),
-                                          field_manager=FIELD_MANAGER, force_conflicts=True)
+            try:
+                after = res.server_side_apply(body=body, name=body["metadata"]["name"],
+                                              namespace=body["metadata"].get("namespace"),
+                                              field_manager=FIELD_MANAGER, force_conflicts=True)
+            except ApiException as exc:
+                raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
             result.applied.append(ident(obj))
             if adopt:
                 result.applied_refs.append(ref_of(obj))

@@ -20,7 +20,7 @@ from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
 from installer.modules import MODULES, get_module, switch_paths
 from installer.plan import Action, Intent, Plan, Record, Step, build_plan
-from installer.runner import Outcome, PlaybookRunner
+from installer.runner import Outcome, PlaybookRunner, clean_run_dirs
 from installer.settings import NAMESPACE, Settings
 from installer.state import StateStore, StateUnreadable, write_mirror
 from installer.status import Phase, StatusWriter, now_rfc3339
@@ -30,6 +30,8 @@ log = logging.getLogger("installer")
 RULE = "*" * 50
 BACKOFF_BASE, BACKOFF_MAX = 30, 1800
 
+_VERB = {Action.INSTALL: "installing", Action.UPGRADE: "upgrading", Action.UNINSTALL: "uninstalling"}
+"""``Start installing X`` is upstream's line; upgrades and uninstalls say what they do."""
 _PHASE_RUNNING = {Action.INSTALL: Phase.INSTALLING, Action.UPGRADE: Phase.UPGRADING,
                   Action.UNINSTALL: Phase.UNINSTALLING}
 
@@ -132,6 +134,7 @@ class Reconciler(Events):
     def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None) -> Result:
         self.generation = cc["metadata"].get("generation")
         self.drift = drift or {}
+        clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         self.status = StatusWriter(self.ccs, cc.get("status"))
         try:
             self.records, previous = self.store.load()
@@ -188,8 +191,7 @@ class Reconciler(Events):
 
     # Events from the executor (always on this thread).
     def started(self, step: Step) -> None:
-        verb = "uninstalling" if step.action == Action.UNINSTALL else "installing"
-        log.info("Start %s %s", verb, step.module)
+        log.info("Start %s %s", _VERB[step.action], step.module)
         for change in step.changes:
             log.info("[%s] %s", step.module, change)
         self._intend(step, "running")
@@ -257,7 +259,10 @@ class Reconciler(Events):
 
     def _welcome(self) -> None:
         try:
-            welcome(self.api, self.settings.running_file, self.settings.console_timeout)
+            # The box (it carries the initial password) is logged when the console first comes up and after a
+            # version change; every later run only refreshes the file KubeKey reads.
+            first = (self.status.current.get("core") or {}).get("version") != KS_VERSION
+            welcome(self.api, self.settings.running_file, self.settings.console_timeout, announce=first)
         except (ConsoleNotReady, ApiException) as exc:
             log.error("Failed to show the console: %s", exc)
             self.status.condition("ConsoleReady", False, "NotAvailable", str(exc), self.generation)

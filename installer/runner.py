@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -69,6 +70,22 @@ def _error_text(res: dict[str, Any]) -> str:
     return text[-ERROR_TAIL:]
 
 
+def _drop_environment(command_file: Path) -> None:
+    """ansible-runner records the run's whole environment beside the command line: keep only the command."""
+    try:
+        command = json.loads(command_file.read_text())
+    except (OSError, ValueError):
+        return
+    command.pop("env", None)
+    command_file.write_text(json.dumps(command, indent=2))
+
+
+def clean_run_dirs(run_dir: Path) -> None:
+    """Remove what a killed run left behind (its private data dir holds the spec as extra-vars)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 class PlaybookRunner:
     """Runs install/uninstall playbooks with a fresh private_data_dir per run."""
 
@@ -85,7 +102,8 @@ class PlaybookRunner:
         shutil.rmtree(results / module.name, ignore_errors=True)
         results.mkdir(parents=True, exist_ok=True)
         progress = _Progress(module.name)
-        with tempfile.TemporaryDirectory(prefix=f"ks-{module.name}-") as pdd:
+        self.settings.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
             extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
             result = ansible_runner.run(
@@ -102,6 +120,7 @@ class PlaybookRunner:
                 timeout=self.settings.module_timeout,
             )
             inventory = tuple(read_inventory(Path(pdd) / "inventory.jsonl"))
+        _drop_environment(results / module.name / "command")
         ok = result.status == "successful" and result.rc == 0
         message = progress.message
         if result.status == "canceled":

@@ -42,6 +42,8 @@ class Settings:
     playbooks_dir: Path
     roles_dir: Path
     results_dir: Path
+    run_dir: Path
+    """Private data dirs of running playbooks (they hold the spec): emptied at the start of each reconcile."""
     max_parallel: int
     module_timeout: int
     console_timeout: int
@@ -61,6 +63,7 @@ class Settings:
             playbooks_dir=_source_dir("KS_PLAYBOOKS_DIR", base / "playbooks", "playbooks"),
             roles_dir=_source_dir("KS_ROLES_DIR", base / "installer" / "roles", "roles"),
             results_dir=_path("KS_RESULTS_DIR", str(base / "results")),
+            run_dir=_path("KS_RUN_DIR", str(base / "run")),
             max_parallel=int(os.environ.get("KS_MAX_PARALLEL", "4")),
             module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
             console_timeout=int(os.environ.get("KS_CONSOLE_TIMEOUT", "900")),

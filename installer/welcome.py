@@ -83,14 +83,15 @@ def render(address: str, password: str, now: str) -> str:
     ])
 
 
-def welcome(api: client.ApiClient, running_file: Path, timeout: float) -> str:
-    """Wait for the console, write ``kubesphere_running`` and log the box; return the text."""
+def welcome(api: client.ApiClient, running_file: Path, timeout: float, announce: bool = True) -> str:
+    """Wait for the console, write ``kubesphere_running`` and (when ``announce``) log the box; return the text."""
     wait_for_console(api, timeout)
     text = render(console_address(api), password_line(api), time.strftime("%Y-%m-%d %H:%M:%S"))
     running_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = running_file.with_suffix(".tmp")
     tmp.write_text(text)
     tmp.replace(running_file)
-    for line in text.splitlines():
-        log.info("%s", line)
+    if announce:
+        for line in text.splitlines():
+            log.info("%s", line)
     return text

@@ -12,6 +12,11 @@ options:
   name: {description: Object name; omit to list., type: str}
   namespace: {description: Namespace; omit for cluster-scoped kinds or all namespaces., type: str}
   label_selector: {description: Label selector when listing., type: str}
+  keys_only:
+    description: Return only the keys of each object's data (values blanked), e.g. to check a Secret's keys
+      without its values reaching a result or job event.
+    type: bool
+    default: false
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -25,6 +30,7 @@ def main() -> None:
             "name": {"type": "str"},
             "namespace": {"type": "str"},
             "label_selector": {"type": "str"},
+            "keys_only": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -42,6 +48,11 @@ def main() -> None:
         resources = []
     except Exception as exc:  # API errors become a task failure with their text
         am.fail_json(msg=f"{type(exc).__name__}: {exc}")
+    if p["keys_only"]:
+        for item in resources:
+            for field in ("data", "stringData", "binaryData"):
+                if isinstance(item.get(field), dict):
+                    item[field] = dict.fromkeys(item[field], "")
     am.exit_json(changed=False, resources=resources)
 
 

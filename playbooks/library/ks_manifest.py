@@ -38,8 +38,10 @@ def main() -> None:
             "kinds": {"type": "list", "elements": "str", "default": []},
         },
     )
+    from kubernetes.client.exceptions import ApiException
+
     from installer.kube import api_client
-    from installer.manifests import Manifests, load_definitions
+    from installer.manifests import Manifests, Rejected, api_reason, load_definitions
 
     p = am.params
     try:
@@ -51,7 +53,11 @@ def main() -> None:
                 manifests.wait_ready(objects, p["wait_timeout"])
         else:
             result = manifests.delete(objects, purge=p["purge"], timeout=p["wait_timeout"], kinds=p["kinds"])
-    except Exception as exc:  # report every API or timeout error as a task failure with its text
+    except Rejected as exc:  # the API server's own reason and the object: what status and the log show
+        am.fail_json(msg=str(exc))
+    except ApiException as exc:
+        am.fail_json(msg=api_reason(exc))
+    except Exception as exc:  # timeouts and the rest: their text
         am.fail_json(msg=f"{type(exc).__name__}: {exc}")
     result.record()
     am.exit_json(changed=bool(result.changed or result.deleted), applied=result.applied,

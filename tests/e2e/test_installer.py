@@ -100,7 +100,7 @@ class Session:
 
 
 def started(lines: list[str]) -> set[str]:
-    return {m.group(2) for line in lines if (m := re.match(r"Start (installing|uninstalling) (\S+)$", line))}
+    return {m.group(2) for line in lines if (m := re.match(r"Start (installing|upgrading|uninstalling) (\S+)$", line))}
 
 
 def resource_versions(api: client.ApiClient) -> dict[str, str]:
@@ -246,6 +246,7 @@ def test_console_port_changes_only_what_depends_on_it(session: Session) -> None:
     assert [p.node_port for p in svc.spec.ports if p.node_port] == [30881]
     running = (session.base / "playbooks" / "kubesphere_running").read_text()
     assert re.search(r"Console: http://[\d.]+:30881", running)
+    assert not any("Welcome to KubeSphere" in line for line in lines)  # the box (and password) is logged once
 
 
 def test_restarting_shell_operator_reruns_nothing(session: Session) -> None:

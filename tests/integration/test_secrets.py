@@ -1,0 +1,90 @@
+"""Secrets never leave Secrets: canaries in every credential the installer handles, then a look at everything
+it writes outside the cluster's Secrets (logs, results, run dirs, status, state mirror, plan and state output)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from installer.settings import NAMESPACE
+
+from .conftest import Installer, kill_tree
+from .test_engine_recovery import SLOW, playbooks_with, start_until
+
+pytestmark = pytest.mark.cluster
+CANARIES = {
+    "jwtSecret": "canaryJwtKey0123456789abcdefABCDEF",
+    "adminPassword": "Canary-Admin-Passw0rd",
+    "clientSecret": "canary-oauth-client-secret",
+    "clientSecret2": "canary-oauth-client-secret-two",
+    "etcdKey": "canary-etcd-client-private-key",
+}
+
+
+def _auth(client_secret: str) -> dict:
+    return {"jwtSecret": CANARIES["jwtSecret"], "adminPassword": CANARIES["adminPassword"],
+            "oauthOptions": {"identityProviders": [{"name": "github", "type": "GitHubIdentityProvider",
+                                                    "mappingMethod": "auto",
+                                                    "provider": {"clientID": "id", "clientSecret": client_secret}}]}}
+
+
+def _etcd_secret(api: client.ApiClient) -> None:
+    core = client.CoreV1Api(api)
+    body = client.V1Secret(metadata=client.V1ObjectMeta(name="kube-etcd-client-certs"), string_data={
+        "etcd-client-ca.crt": "ca", "etcd-client.crt": "crt", "etcd-client.key": CANARIES["etcdKey"]})
+    try:
+        core.create_namespaced_secret("kubesphere-monitoring-system", body)
+    except ApiException as exc:
+        if exc.status == 404:  # the namespace comes with preinstall
+            core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="kubesphere-monitoring-system")))
+            core.create_namespaced_secret("kubesphere-monitoring-system", body)
+        elif exc.status != 409:
+            raise
+
+
+def _texts(root: Path) -> dict[str, str]:
+    out = {}
+    for f in root.rglob("*"):
+        if f.is_file() and f.name != "kubesphere_running":  # the welcome text: no user-set password in it
+            out[str(f)] = f.read_bytes().decode(errors="replace")
+    return out
+
+
+def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Installer, tmp_path: Path) -> None:
+    _etcd_secret(installer.api)
+    etcd = {"monitoring": True, "tlsEnable": True, "endpointIps": "172.31.0.2"}
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret"]), etcd=etcd)
+    logs = [installer.reconcile()]
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd)  # a change: diff lines
+    logs.append(installer.reconcile())
+    assert all(p.returncode == 0 for p in logs), logs[-1].stderr[-3000:]
+    assert "clientSecret: <redacted> -> <redacted>" in logs[-1].stderr
+
+    # a run killed mid-playbook leaves its private data dir (the spec as extra-vars) until the next start
+    installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "network", SLOW))
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd,
+                       network={"topology": {"type": "weave-scope"}})
+    proc = start_until(installer, "Slow | Wait")
+    kill_tree(proc.pid)
+    proc.wait()
+    del installer.env["KS_PLAYBOOKS_DIR"]
+    logs.append(installer.reconcile())
+
+    generated = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data["token"]
+    secrets = [*CANARIES.values(), base64.b64decode(generated).decode()]
+    show = [subprocess.run([sys.executable, "-m", "installer", *args], env=installer.environ(), capture_output=True,
+                           text=True, check=True).stdout for args in (["plan"], ["state", "show"])]
+    places = {**_texts(installer.results.parent), "cc status": json.dumps(installer.status()),
+              **{f"log {i}": p.stderr for i, p in enumerate(logs)}, "plan": show[0], "state show": show[1]}
+    assert any("job_events" in name for name in places) and any(name.endswith("/command") for name in places)
+    for secret in secrets:
+        for form in (secret, base64.b64encode(secret.encode()).decode()):
+            leaks = [name for name, text in places.items() if form in text]
+            assert not leaks, f"a credential ({secret[:6]}...) is in {leaks}"
