@@ -67,6 +67,9 @@ class Session:
         """Wait for the end of a reconcile logged after ``since``; the hook's lines of it."""
         self.operator.wait_for_log(r"Reconcile finished|spec is invalid; nothing was changed", since=since,
                                    timeout=RECONCILE_TIMEOUT)
+        # shell-operator may coalesce queued events, so the first run to finish after ``since`` can be one that
+        # read the previous spec: wait until a finished run has observed the current generation.
+        self.wait_observed()
         time.sleep(1)  # the hook's last lines and exit
         return self.hook_lines(since)
 
@@ -175,7 +178,9 @@ def test_edit_that_changes_no_input_runs_nothing(session: Session) -> None:
 def annotate_retry(session: Session, value: str) -> list[str]:
     mark = session.operator.mark()
     session.kubectl("annotate", "cc", CC_NAME, "-n", NAMESPACE, "--overwrite", f"installer.kubesphere.io/retry={value}")
-    lines = session.wait_reconciled(mark)
+    asked = session.operator.wait_for_log(rf"Retry requested \(installer.kubesphere.io/retry={value}\)", since=mark,
+                                          timeout=RECONCILE_TIMEOUT)
+    lines = session.wait_reconciled(session.operator.log_text().rfind("\n", 0, asked.start()) + 1)
     annotations = session.cc()["metadata"].get("annotations") or {}
     assert "installer.kubesphere.io/retry" not in annotations  # handled once, removed: the command works again
     return lines

@@ -26,6 +26,7 @@ SECRET = "kube-etcd-client-certs"
 ETCD = {"etcd__monitoring": True, "etcd__endpointIps": "192.168.0.11, 192.168.0.12"}
 PVC = "prometheus-k8s-db-prometheus-k8s-0"
 MON = "monitoring.coreos.com/v1"
+ALERTING = "alerting.kubesphere.io/v2beta1"
 RBAC = "rbac.authorization.k8s.io/v1"
 # Objects ks-installer v3.4.1 created that the stack gained after its first version (upstream-inventory
 # monitoring.json, tag v3.4.1): (apiVersion, kind, name, namespace).
@@ -74,6 +75,13 @@ def prometheus_secrets(installer: Installer) -> list[str] | None:
     return get(installer.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")["spec"].get("secrets")
 
 
+def rule_groups(api: client.ApiClient) -> dict[str, Any]:
+    """The GlobalRuleGroups this module applied, by name."""
+    items = DynamicClient(api).resources.get(api_version=ALERTING, kind="GlobalRuleGroup").get(
+        label_selector=f"{MODULE_LABEL}=monitoring").to_dict()["items"]
+    return {i["metadata"]["name"]: i for i in items}
+
+
 def test_monitoring_installs_the_prometheus_stack(mon: Installer) -> None:
     mon.apply_cc()
     assert "monitoring" in reconcile_ok(mon)
@@ -98,6 +106,10 @@ def test_monitoring_installs_the_prometheus_stack(mon: Installer) -> None:
     assert [p["name"] for p in ports] == ["web", "reloader-web"]
     assert get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "thanosrulers.monitoring.coreos.com",
                None)
+    groups = rule_groups(mon.api)
+    assert len(groups) == 17 and "etcd" not in groups
+    assert groups["kubernetes-apps"]["metadata"]["labels"]["alerting.kubesphere.io/builtin"] == "true"
+    assert groups["kubernetes-apps"]["spec"]["rules"][0]["alert"] == "KubePodCrashLooping"
     # Nothing changed: nothing runs.
     assert mon.ran(mon.reconcile()) == []
 
@@ -173,6 +185,7 @@ def test_etcd_monitoring_turned_on_later_waits_for_the_secret_then_mounts_it(mon
     assert endpoints["subsets"][0]["ports"][0]["port"] == 2379
     assert get(mon.api, "v1", "Service", "etcd", "kube-system")
     assert get(mon.api, MON, "PrometheusRule", "prometheus-k8s-etcd-rules")
+    assert "etcd" in rule_groups(mon.api)
 
     # Off again: the etcd objects and the mount go; the user's Secret and the controller's Endpoints stay.
     mon.apply_cc()
@@ -182,6 +195,7 @@ def test_etcd_monitoring_turned_on_later_waits_for_the_secret_then_mounts_it(mon
     assert get(mon.api, "v1", "Service", "etcd", "kube-system") is None
     assert get(mon.api, "monitoring.coreos.com/v1", "ServiceMonitor", "etcd") is None
     assert get(mon.api, MON, "PrometheusRule", "prometheus-k8s-etcd-rules") is None
+    assert "etcd" not in rule_groups(mon.api) and len(rule_groups(mon.api)) == 17
     assert get(mon.api, "v1", "Secret", SECRET)
     assert get(mon.api, "v1", "Endpoints", "kube-state-metrics")
 
@@ -199,7 +213,9 @@ def test_external_prometheus_removes_the_stack_but_keeps_crds(mon: Installer) ->
     assert get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s") is None
     assert get(mon.api, "v1", "Service", "kube-scheduler-svc", "kube-system") is None
     assert get(mon.api, "v1", "Namespace", NS, None)
+    assert rule_groups(mon.api) == {}
 
     mon.apply_cc()
     reconcile_ok(mon)
     assert get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")
+    assert len(rule_groups(mon.api)) == 17

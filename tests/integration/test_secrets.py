@@ -7,6 +7,7 @@ import base64
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,15 @@ def _texts(root: Path) -> dict[str, str]:
     return out
 
 
-def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Installer, tmp_path: Path) -> None:
+@pytest.fixture
+def etcd_secret(installer: Installer) -> Iterator[None]:
     _etcd_secret(installer.api)
+    yield
+    client.CoreV1Api(installer.api).delete_namespaced_secret("kube-etcd-client-certs", "kubesphere-monitoring-system")
+
+
+@pytest.mark.usefixtures("etcd_secret")
+def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Installer, tmp_path: Path) -> None:
     etcd = {"monitoring": True, "tlsEnable": True, "endpointIps": "172.31.0.2"}
     installer.apply_cc(authentication=_auth(CANARIES["clientSecret"]), etcd=etcd)
     logs = [installer.reconcile()]

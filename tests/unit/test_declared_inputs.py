@@ -30,7 +30,7 @@ from installer.spec import get, merge, nested
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_annotations",
-            "ks_failed")
+            "ks_random_secret", "ks_failed")
 PLACEHOLDER = "module-stub"
 
 #: Values for paths the default spec leaves unset (by path, else by the last component).
@@ -76,6 +76,8 @@ WORLD: dict[str, list[dict[str, Any]]] = {
     "Namespace": [{"metadata": {"name": n}} for n in ("default", "kube-system", "kube-public", "kubesphere-system")],
     "Endpoints": [{"metadata": {"name": "ks-controller-manager", "namespace": "kubesphere-system"},
                    "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 8443}]}]}],
+    "CustomResourceDefinition": [{"metadata": {"name": "globalrulegroups.alerting.kubesphere.io"},
+                                  "status": {"conditions": [{"type": "Established", "status": "True"}]}}],
 }
 
 RECORDER = '''#!/usr/bin/python

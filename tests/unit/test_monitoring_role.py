@@ -24,10 +24,20 @@ TOLERATE_ALL = [{"operator": "Exists"}]
 ZONE_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
 
+# The built-in alerting rule groups (cluster-scoped GlobalRuleGroups) of the default cc.
+RULE_GROUPS = ["alertmanager-rules", "config-reloaders", "ks-apiserver", "ks-controller-manager", "kube-apiserver-slos",
+               "kube-state-metrics", "kubernetes-apps", "kubernetes-resources", "kubernetes-storage",
+               "kubernetes-system", "kubernetes-system-apiserver", "kubernetes-system-controller-manager",
+               "kubernetes-system-kubelet", "kubernetes-system-scheduler", "node-exporter", "prometheus",
+               "prometheus-operator"]
+BUILTIN = {"alerting.kubesphere.io/builtin": "true", "alerting.kubesphere.io/enable": "true"}
+INITIAL = "alerting.kubesphere.io/initial-configuration"
+
 # What ks-installer v3.4.1 created for the default cc (upstream-inventory monitoring.json, tag v3.4.1), without
-# notification-manager and the GlobalRuleGroups, which are not this role's: kind → {namespace → names}.
+# notification-manager, which is not this role's: kind → {namespace → names}.
 UPSTREAM: dict[str, dict[str, list[str]]] = {
     "Alertmanager": {NS: ["main"]},
+    "GlobalRuleGroup": {"": RULE_GROUPS},
     "ClusterRole": {"": ["kubesphere-kube-state-metrics", "kubesphere-node-exporter", "kubesphere-prometheus-k8s",
                          "kubesphere-prometheus-operator"]},
     "ClusterRoleBinding": {"": ["kubesphere-kube-state-metrics", "kubesphere-node-exporter",
@@ -54,9 +64,10 @@ UPSTREAM: dict[str, dict[str, list[str]]] = {
                             "kube-controller-manager", "kube-scheduler", "kube-state-metrics", "kubelet",
                             "node-exporter", "prometheus-k8s", "prometheus-operator"]},
 }
-# monitoring-etcd.json (etcd.monitoring: true), without its GlobalRuleGroup.
+# monitoring-etcd.json (etcd.monitoring: true).
 UPSTREAM_ETCD = {("Endpoints", "kube-system", "etcd"), ("Service", "kube-system", "etcd"),
-                 ("ServiceMonitor", NS, "etcd"), ("PrometheusRule", NS, "prometheus-k8s-etcd-rules")}
+                 ("ServiceMonitor", NS, "etcd"), ("PrometheusRule", NS, "prometheus-k8s-etcd-rules"),
+                 ("GlobalRuleGroup", "", "etcd")}
 
 # name → (spec changes, extra variables)
 SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -350,6 +361,53 @@ def test_prometheus_rules(rendered: dict[str, Objects]) -> None:
     etcd = find(rendered["etcd_certs_ready"], "PrometheusRule", "prometheus-k8s-etcd-rules")["spec"]["groups"]
     assert etcd[0]["name"] == "etcd.rules" and etcd[0]["rules"][0] == {
         "record": "etcd:up:sum", "expr": 'sum by(cluster) (up{job=~".*etcd.*"} == 1)'}
+
+
+def rule_groups(objects: Objects) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "GlobalRuleGroup"}
+
+
+def test_global_rule_groups(rendered: dict[str, Objects]) -> None:
+    groups = rule_groups(rendered["default"])
+    assert sorted(groups) == RULE_GROUPS
+    alerts: list[str] = []
+    for name, group in groups.items():
+        assert group["apiVersion"] == "alerting.kubesphere.io/v2beta1"
+        meta = group["metadata"]
+        assert "namespace" not in meta and meta["labels"] == BUILTIN
+        # As shipped, for the console to restore: the group itself, keys sorted, with upstream's namespace.
+        assert meta["annotations"][INITIAL] == json.dumps(
+            {"apiVersion": group["apiVersion"], "kind": "GlobalRuleGroup", "spec": group["spec"],
+             "metadata": {"annotations": {}, "labels": BUILTIN, "name": name, "namespace": NS}},
+            sort_keys=True, separators=(",", ":"))
+        assert list(group["spec"]) == ["rules"] and group["spec"]["rules"]
+        for rule in group["spec"]["rules"]:
+            assert rule["expr"].strip() and rule["severity"] in ("critical", "warning", "info"), rule
+            assert len(rule["labels"]["rule_id"]) == 32 and rule["annotations"]["summary"], rule
+            assert rule["annotations"]["runbook_url"].startswith("https://alert-runbooks.kubesphere.io/runbooks/")
+            alerts.append(rule["alert"])
+    assert len(alerts) == 112
+    assert {"KubePodCrashLooping", "KubeNodeNotReady", "ksApiserverDown", "NodeFilesystemAlmostOutOfSpace",
+            "PrometheusNotConnectedToAlertmanagers", "AlertmanagerFailedReload",
+            "KubeAPIErrorBudgetBurn"} <= set(alerts)
+    down = groups["ks-controller-manager"]["spec"]["rules"]
+    assert down == [{"alert": "ksControllerManagerDown", "expr": 'absent(up{job="ks-controller-manager"} == 1)\n',
+                     "for": "15m", "severity": "critical", "labels": {"rule_id": "6367d0bcc67cf87eab8fb4e72e2285be"},
+                     "annotations": {
+                         "description": "ksControllerManager has disappeared from Prometheus target discovery.",
+                         "runbook_url": "https://alert-runbooks.kubesphere.io/runbooks/kubesphere/kscontrollermanagerdown",
+                         "summary": "Target disappeared from Prometheus target discovery."}}]
+
+
+def test_etcd_rule_group_only_with_etcd_monitoring(rendered: dict[str, Objects]) -> None:
+    for scenario in ("etcd_certs_ready", "etcd_plain"):
+        assert sorted(rule_groups(rendered[scenario])) == sorted([*RULE_GROUPS, "etcd"])
+    etcd = rule_groups(rendered["etcd_certs_ready"])["etcd"]
+    assert etcd["metadata"]["labels"] == BUILTIN and len(etcd["spec"]["rules"]) == 13
+    assert etcd["spec"]["rules"][0]["alert"] == "etcdMembersDown"
+    # Not scraped yet (client certificates missing): as its recording rules, not rendered.
+    assert sorted(rule_groups(rendered["etcd_certs_missing"])) == RULE_GROUPS
+    assert rule_groups(rendered["external"]) == {}
 
 
 def test_live_retention_and_volume_size_are_kept(rendered: dict[str, Objects]) -> None:

@@ -1,0 +1,62 @@
+"""A Secret holding one generated credential: created once with a random value, then kept as it is.
+
+An existing Secret (also one created by hand or by an earlier installer) keeps every value it has; it only
+gains the module's labels and, if it lacks the key, a random value for it. Nothing here returns or logs a
+secret value.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import string
+from dataclasses import dataclass, field
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+
+from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+
+
+def random_letters(length: int) -> str:
+    """``length`` random ASCII letters (upstream's ``password`` lookup with ``chars=ascii_letters``)."""
+    return "".join(secrets.choice(string.ascii_letters) for _ in range(length))
+
+
+@dataclass
+class Outcome:
+    """What changed, by name only."""
+
+    created: list[str] = field(default_factory=list)
+    added_keys: list[str] = field(default_factory=list)
+    labelled: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.added_keys or self.labelled)
+
+
+def ensure(api: client.ApiClient, namespace: str, name: str, key: str, module: str, length: int = 15) -> Outcome:
+    """Make Secret ``namespace/name`` hold ``key``: generated only when missing, never replaced."""
+    secrets_api = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
+    labels = {**MANAGED_BY, MODULE_LABEL: module}
+    outcome = Outcome()
+    try:
+        live = secrets_api.get(name=name, namespace=namespace).to_dict()
+    except NotFoundError:
+        live = None
+        outcome.created.append(f"Secret/{namespace}/{name}")
+    data = dict((live or {}).get("data") or {})
+    if key not in data:
+        data[key] = base64.b64encode(random_letters(length).encode()).decode()
+        if live is not None:
+            outcome.added_keys.append(key)
+    live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
+    outcome.labelled = live is not None and not labels.items() <= live_labels.items()
+    if outcome.changed:
+        body = {"apiVersion": "v1", "kind": "Secret", "type": (live or {}).get("type") or "Opaque",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data}
+        secrets_api.server_side_apply(body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
+                                      force_conflicts=True)
+    return outcome
