@@ -150,8 +150,11 @@ def test_core_workloads(out: Path) -> None:
         spec = pod(objects, name)
         assert {"name": "kubesphere-config", "configMap": {"name": "kubesphere-config", "defaultMode": 420,
                                                            "optional": True}} in spec["volumes"]
-        assert spec["containers"][0]["env"] == [{"name": "KUBESPHERE_AUTHENTICATION_JWTSECRET", "valueFrom": {
-            "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}}]
+        assert spec["containers"][0]["env"] == [
+            {"name": "KUBESPHERE_AUTHENTICATION_JWTSECRET", "valueFrom": {
+                "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}},
+            {"name": "KUBESPHERE_LDAP_MANAGERPASSWORD", "valueFrom": {
+                "secretKeyRef": {"name": "openldap-secret", "key": "password", "optional": True}}}]
     assert pod(objects, "ks-apiserver")["containers"][0]["resources"] == {
         "limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "20m", "memory": "100Mi"}}
     assert core(out, "three_masters")[("Deployment", "ks-apiserver")]["spec"]["replicas"] == 3
@@ -216,6 +219,8 @@ def test_every_section(out: Path) -> None:
     assert auth["maximumClockSkew"] == "20s" and auth["kubectlImage"] == "reg.local/kubesphere/kubectl:v1.22.0"
     assert auth["oauthOptions"]["accessTokenMaxAge"] == "1h" and auth["oauthOptions"]["clients"]
     assert cfg["redis"]["host"] == "redis.kubesphere-system.svc"
+    # the manager password is openldap's generated one, read by ks-apiserver from openldap-secret
+    assert cfg["ldap"]["managerPassword"] == "KUBESPHERE_LDAP_MANAGERPASSWORD"
     assert cfg["s3"] == {"endpoint": "https://s3.example.com", "region": "us-east-1", "disableSSL": True,
                          "forcePathStyle": True, "accessKeyID": "AK", "secretAccessKey": "SK", "bucket": "s2i-binaries"}
     assert cfg["openpitrix"]["s3"]["bucket"] == "apps"
