@@ -28,13 +28,19 @@ def _time(entry: dict[str, Any]) -> dt.datetime:
     return dt.datetime.fromisoformat(str(entry.get("time") or "1970-01-01T00:00:00Z").replace("Z", "+00:00"))
 
 
+#: Kubernetes' own components (their manager names may carry a version suffix), which write metadata of their
+#: own; the installer's helpers use managers named ``ks-installer-<purpose>``.
+SYSTEM_MANAGERS = ("kube-controller-manager", "kube-scheduler", "kube-apiserver", "kubelet")
+
+
 def foreign_editor(item: Any, since: dt.datetime) -> str | None:
     """The field manager that wrote the object (not its status) after ``since``, the end of the module's last
-    successful run. A repair run moves ``since``, so an edit the installer does not own (an extra label) is
-    re-applied over once, not forever."""
+    successful run: a person or another tool, not the installer or Kubernetes itself. A repair run moves
+    ``since``, so an edit the installer does not own (an extra label) is re-applied over once, not forever."""
     for entry in item.metadata.get("managedFields") or []:
         entry = dict(entry)
-        if entry.get("manager") == FIELD_MANAGER or entry.get("subresource"):
+        manager = str(entry.get("manager") or "")
+        if manager.startswith((FIELD_MANAGER, *SYSTEM_MANAGERS)) or entry.get("subresource"):
             continue
         if _time(entry) > since:
             return str(entry.get("manager") or "unknown")
