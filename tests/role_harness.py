@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -35,3 +36,34 @@ def filter_plugins(role: str, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+Objects = list[dict[str, Any]]
+
+
+def render_scenarios(role: str, fact: str, scenarios: dict[str, dict[str, Any]], out: Path,
+                     play_vars: dict[str, Any]) -> dict[str, Objects]:
+    """Render ``role``'s ``tasks/render.yaml`` once per scenario (its variables) in one ansible-playbook run;
+    the objects each scenario left in ``fact``."""
+    tasks = []
+    for name, variables in scenarios.items():
+        tasks += [{"ansible.builtin.include_role": {"name": role, "tasks_from": "render"}, "vars": variables},
+                  {"ansible.builtin.copy": {"content": f"{{{{ {fact} | to_json }}}}",
+                                            "dest": str(out / f"{name}.json")}}]
+    run_play({"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
+              "vars": play_vars}, out)
+    return {name: json.loads((out / f"{name}.json").read_text()) for name in scenarios}
+
+
+def find(objects: Objects, kind: str, name: str) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name} rendered {len(found)} times"
+    return found[0]
+
+
+def keys(objects: Objects) -> set[tuple[str, str, str]]:
+    return {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in objects}
+
+
+def pod(objects: Objects, kind: str, name: str) -> dict[str, Any]:
+    return find(objects, kind, name)["spec"]["template"]["spec"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_harness import filter_plugins, run_play
+from role_harness import Objects, filter_plugins, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
 from installer.random_secret import random_letters
@@ -52,36 +52,12 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "ha_live": ({"common": {"redis": {**HA, "volumeSize": "1Gi"}}}, {"ks_redis_live_claim": {"storage": "8Gi"}}),
 }
 
-Objects = list[dict[str, Any]]
-
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
-    out = tmp_path_factory.mktemp("redis")
-    tasks = []
-    for name, (changes, extra) in SCENARIOS.items():
-        variables = {**apply_defaults(changes), **extra}
-        tasks += [{"ansible.builtin.include_role": {"name": "redis", "tasks_from": "render"}, "vars": variables},
-                  {"ansible.builtin.copy": {"content": "{{ ks_redis_objects | to_json }}",
-                                            "dest": str(out / f"{name}.json")}}]
-    play = {"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
-            "vars": {"ks_module": "redis", "ks_namespace": NS, "ks_version": "v3.4.1"}}
-    run_play(play, out)
-    return {name: json.loads((out / f"{name}.json").read_text()) for name in SCENARIOS}
-
-
-def find(objects: Objects, kind: str, name: str) -> dict[str, Any]:
-    found = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
-    assert len(found) == 1, f"{kind}/{name} rendered {len(found)} times"
-    return found[0]
-
-
-def keys(objects: Objects) -> set[tuple[str, str, str]]:
-    return {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in objects}
-
-
-def pod(objects: Objects, kind: str, name: str) -> dict[str, Any]:
-    return find(objects, kind, name)["spec"]["template"]["spec"]
+    scenarios = {name: {**apply_defaults(changes), **extra} for name, (changes, extra) in SCENARIOS.items()}
+    return render_scenarios("redis", "ks_redis_objects", scenarios, tmp_path_factory.mktemp("redis"),
+                            {"ks_module": "redis", "ks_namespace": NS, "ks_version": "v3.4.1"})
 
 
 def images(objects: Objects) -> set[str]:
