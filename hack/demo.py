@@ -2,8 +2,10 @@
 """The installer's main job on the simulated cluster, the way a user meets it.
 
     up      start the simulated cluster, `kubectl apply` the installer manifest, run shell-operator with
-            this repo's hooks under the installer's ServiceAccount (as the pod does), `kubectl apply` the
-            default cluster-configuration, wait for `condition=Ready`, print the welcome box and the cc
+            this repo's hooks under the installer's ServiceAccount (as the pod does), create the default
+            cluster-configuration unless a cc exists (your edits are kept), wait until the reconcile of the
+            cc's current spec is Ready (or print what failed, from its status, and exit 1), print the welcome
+            box and the cc
     down    stop shell-operator and the cluster, remove the state dir
     status  what runs, and where the logs are
 
@@ -20,7 +22,9 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from shelloperator import ShellOperator
 from simcluster import SimCluster, SimClusterError, kill_tree, pid_alive, process_tree, tool_path
@@ -67,11 +71,12 @@ def start_operator(cluster: SimCluster, root: Path) -> int:
     operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=root / "shell-operator",
                              env={"KS_BASE_DIR": str(root / "kubesphere")},  # the image's /kubesphere
                              path_prepend=[cluster.bin_dir], die_with_parent=False)
+    mark = operator.mark()  # a restarted operator appends to the same log: read only what it writes
     operator.start()
     atexit.unregister(operator.stop)
     assert operator.popen is not None
     (root / "shell-operator.pid").write_text(json.dumps({"pid": operator.popen.pid, "log": str(operator.log_path)}))
-    operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60)
+    operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60, since=mark)
     say(f"shell-operator runs (pid {operator.popen.pid}), log: {operator.log_path}")
     return operator.popen.pid
 
@@ -83,14 +88,16 @@ def up(root: Path, timeout: int) -> int:
     cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
     start_operator(cluster, root)
-    say("kubectl apply -f deploy/cluster-configuration.yaml")
-    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
-    say(f"waiting for cc/ks-installer condition=Ready (up to {timeout}s) ...")
-    wait = cluster.kubectl("wait", "--for=condition=Ready", f"--timeout={timeout}s", "-n", "kubesphere-system",
-                           "cc/ks-installer", check=False, timeout=timeout + 30)
-    if wait.returncode:
-        say(f"not Ready: {wait.stderr.strip()}")
-        print(cluster.kubectl("get", "cc", "-n", "kubesphere-system", "-o", "yaml").stdout)
+    if cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", check=False).returncode == 0:
+        say("keeping the existing cc/ks-installer (and your edits to it)")
+    else:
+        say("kubectl create -f deploy/cluster-configuration.yaml")
+        cluster.kubectl("create", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+    say(f"waiting for the reconcile of the current spec (up to {timeout}s) ...")
+    status = wait_reconciled(cluster, timeout)
+    if not _condition(status, "Ready"):
+        say("not Ready: " + "; ".join(problems(status)))
+        print(cluster.kubectl("get", "cc", "-n", "kubesphere-system").stdout)
         return 1
     running = root / "kubesphere" / "playbooks" / "kubesphere_running"
     print(running.read_text() if running.exists() else "(no kubesphere_running yet)")
@@ -98,6 +105,36 @@ def up(root: Path, timeout: int) -> int:
     print(cluster.kubectl("get", "deploy", "-n", "kubesphere-system").stdout)
     print_where(root, cluster)
     return 0
+
+
+def _condition(status: dict[str, Any], kind: str) -> bool:
+    return any(c["type"] == kind and c["status"] == "True" for c in status.get("conditions") or [])
+
+
+def wait_reconciled(cluster: SimCluster, timeout: float) -> dict[str, Any]:
+    """The cc's status once a finished reconcile has observed its current spec (Ready or not)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", "-o", "json", check=False)
+        cc = json.loads(got.stdout) if got.returncode == 0 else {"metadata": {}}
+        status = cc.get("status") or {}
+        reported = any(c["type"] == "Ready" for c in status.get("conditions") or [])
+        done = reported and status.get("observedGeneration") == cc["metadata"].get("generation") \
+            and not _condition(status, "Reconciling")
+        if done or time.monotonic() > deadline:
+            return status if done else {**status, "conditions": [
+                {"type": "Ready", "status": "False", "message": f"no finished reconcile after {int(timeout)}s"}]}
+        time.sleep(2)
+
+
+def problems(status: dict[str, Any]) -> list[str]:
+    """What keeps the cc from Ready, as its status says: failed modules with their task, else the condition."""
+    failed = [f"{name} failed at '{m.get('failedTask')}': {m.get('message')}" if m.get("failedTask")
+              else f"{name} {m.get('phase')}: {m.get('message')}"
+              for name, m in sorted((status.get("modules") or {}).items())
+              if m.get("phase") in ("Failed", "Blocked", "Interrupted")]
+    ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), {})
+    return failed or [str(ready.get("message") or "unknown")]
 
 
 def print_where(root: Path, cluster: SimCluster) -> None:

@@ -7,10 +7,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from simcluster import pid_alive
+from simcluster import pid_alive, tool_path
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +37,21 @@ def test_demo_up_then_down(tmp_path: Path) -> None:
         pids += [r["pid"] for r in json.loads((state / "cluster" / "pids.json").read_text())]
         again = demo("up", state)  # idempotent: reuses what runs
         assert again.returncode == 0 and "reusing shell-operator" in again.stderr
+
+        # A user's edit survives `up`; a failing module ends `up` at once, with the reason from status.
+        kubeconfig = str(state / "cluster" / "kubeconfig")
+        kubectl = [str(tool_path("kubectl")), f"--kubeconfig={kubeconfig}", "-n", "kubesphere-system"]
+        subprocess.run([*kubectl, "patch", "cc", "ks-installer", "--type=merge", "-p",
+                        '{"spec":{"persistence":{"storageClass":"fast-ssd"}}}'], check=True, capture_output=True)
+        started = time.monotonic()
+        failed = demo("up", state)
+        assert failed.returncode == 1, failed.stderr[-3000:]
+        assert "keeping the existing cc/ks-installer" in failed.stderr
+        assert "preinstall failed at 'Preinstall | Check the StorageClass for persistent volumes'" in failed.stderr
+        assert "fast-ssd" in failed.stderr and time.monotonic() - started < 200
+        spec = subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o", "jsonpath={.spec.persistence}"],
+                              check=True, capture_output=True, text=True).stdout
+        assert "fast-ssd" in spec  # not reverted to the default file
     finally:
         down = demo("down", state)
     assert down.returncode == 0, down.stderr
