@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import collections.abc
 import json
 import signal
 import sys
@@ -36,10 +37,25 @@ class UsageError(Exception):
     pass
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML as the API server reads it: a key given twice is an error, not "the last one wins"."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, collections.abc.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError("while reading a mapping", node.start_mark,
+                                                        f"found the key {key!r} twice", key_node.start_mark)
+            if isinstance(key, collections.abc.Hashable):
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def _load_spec(path: str) -> Any:
     try:
-        doc = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UsageError(f"{path}: cannot read YAML: {exc}") from exc
     if isinstance(doc, dict) and doc.get("kind") == "ClusterConfiguration":
         return doc.get("spec")

@@ -9,7 +9,7 @@ from typing import Any
 from installer.config.defaults import apply_defaults, default_spec
 from installer.config.migrate import migrate
 from installer.config.secrets import SECRET_PATHS, redact
-from installer.config.validate import SpecError, validate, validate_transition
+from installer.config.validate import SpecError, structure_errors, validate, validate_transition
 from installer.spec import get, has, merge, nested
 
 __all__ = ["SECRET_PATHS", "Prepared", "SpecError", "apply_defaults", "default_spec", "migrate", "prepare", "redact",
@@ -37,6 +37,8 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     if not isinstance(raw_spec, dict):
         kind = "null" if raw_spec is None else type(raw_spec).__name__
         return Prepared({}, [], [SpecError("spec", f"must be an object (mapping); got {kind}")])
+    if shape := structure_errors(raw_spec):  # before anything else walks it
+        return Prepared({}, [], shape)
     migrated, migrations = migrate(raw_spec)
     errors = validate(migrated)
     kept = {p: get(previous_spec, p) for p in keep

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -43,7 +44,55 @@ def _full_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str,
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-_Validator = validators.extend(Draft202012Validator, {"pattern": _full_pattern})
+def _is_integer(_: Any, instance: Any) -> bool:
+    """Integers are integers: not booleans, and not floats such as 30880.0 (the API server refuses those)."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+def _is_number(_: Any, instance: Any) -> bool:
+    """A finite int or float (no NaN, no infinity)."""
+    return isinstance(instance, int | float) and not isinstance(instance, bool) and math.isfinite(instance)
+
+
+_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+_Validator = validators.extend(Draft202012Validator, {"pattern": _full_pattern}, type_checker=_TYPES)
+
+#: Bounds on what the installer accepts at all, checked before anything else walks the spec.
+MAX_DEPTH = 32
+MAX_NODES = 20_000
+MAX_STRING = 8_192
+
+
+def structure_errors(spec: Any) -> list[SpecError]:
+    """Nesting deeper than MAX_DEPTH, more than MAX_NODES values, strings longer than MAX_STRING, keys that are
+    not strings, and values that are not JSON (sets, dates): one error each, found without recursion (a spec
+    nested a thousand deep, or a YAML alias bomb, must not exhaust the stack or the memory)."""
+    errors: list[SpecError] = []
+    stack: list[tuple[Any, list[Any]]] = [(spec, [])]
+    seen = 0
+    while stack and len(errors) < 20:
+        node, parts = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            return [SpecError("spec", f"is too large: more than {MAX_NODES} values")]
+        if len(parts) > MAX_DEPTH:
+            errors.append(SpecError(format_path(parts[:MAX_DEPTH]), f"is nested deeper than {MAX_DEPTH} levels"))
+            continue
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    errors.append(SpecError(format_path([*parts, str(key)]),
+                                            f"field names must be strings; got {_type_name(key)}"))
+                else:
+                    stack.append((value, [*parts, key]))
+        elif isinstance(node, list):
+            stack += [(item, [*parts, i]) for i, item in enumerate(node)]
+        elif isinstance(node, str) and len(node) > MAX_STRING:
+            errors.append(SpecError(format_path(parts) or "spec", f"is too long: {len(node)} characters "
+                                    f"(at most {MAX_STRING})"))
+        elif not isinstance(node, str | int | float | bool | type(None)):
+            errors.append(SpecError(format_path(parts) or "spec", f"must be JSON data; got {_type_name(node)}"))
+    return sorted(errors, key=lambda e: e.path)
 
 
 @cache
@@ -82,7 +131,8 @@ def _shown(value: Any, path: str) -> str | None:
 def _got(value: Any, path: str, with_type: bool) -> str:
     shown = _shown(value, path)
     if shown is None:
-        return f"; got {_type_name(value)}" + (" (value hidden: secret field)" if is_secret(path) else "")
+        hidden = is_secret(path) and not isinstance(value, dict | list)
+        return f"; got {_type_name(value)}" + (" (value hidden: secret field)" if hidden else "")
     return f"; got {_type_name(value)} {shown}" if with_type else f"; got {shown}"
 
 

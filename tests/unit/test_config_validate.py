@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
+from installer_state import DEFAULT_CC
 
 from installer.config import SpecError, apply_defaults, default_spec, prepare
 from installer.config.validate import format_path, schema, validate, validate_transition
@@ -191,8 +193,8 @@ def test_jinja_rejected_in_any_field(path: str) -> None:
 
 
 def test_jinja_in_a_free_form_key() -> None:
-    spec = with_value("monitoring.nodeSelector", {"{{ x }}": "y"})
-    assert [e.path for e in validate(spec)] == ['monitoring.nodeSelector["{{ x }}"]']
+    spec = with_value("affinity", {"{{ x }}": "y"})
+    assert [e.path for e in validate(spec)] == ['affinity["{{ x }}"]']
 
 
 def test_unknown_top_level_key_with_suggestion() -> None:
@@ -302,3 +304,52 @@ def test_format_path() -> None:
     assert format_path(["edgeruntime", "kubeedge", "iptables-manager"]) == "edgeruntime.kubeedge.iptables-manager"
     assert format_path(["nodeSelector", "node-role.kubernetes.io/worker"]) == \
         'nodeSelector["node-role.kubernetes.io/worker"]'
+
+
+# ---------------------------------------------------------------- hardened input (bounds, strict types, labels)
+
+
+def _nested(depth: int) -> dict:
+    node: dict = {}
+    top = node
+    for _ in range(depth):
+        node["a"] = {}
+        node = node["a"]
+    return top
+
+
+@pytest.mark.parametrize("changes, path, words", [
+    ({"monitoring": _nested(600)}, "monitoring.a.a", "nested deeper than 32 levels"),
+    ({"nodeSelector": {1: "a", "b": "c"}}, "nodeSelector.1", "field names must be strings"),
+    ({"common": {"core": {"console": {"port": 30880.0}}}}, "common.core.console.port", "got number 30880.0"),
+    ({"devops": {"enabled": True, "jenkinsCpuReq": float("nan")}}, "devops.jenkinsCpuReq", "got NaN"),
+    ({"local_registry": "r" * 100_000}, "local_registry", "too long: 100000 characters"),
+    ({"events": {"enabled": True, "ruler": {"replicas": 1e30}}}, "events.ruler.replicas", "replica count"),
+    ({"events": {"enabled": True, "ruler": {"replicas": 101}}}, "events.ruler.replicas", "integer 0-100"),
+    ({"nodeSelector": {"bad key!": "a"}}, "nodeSelector", "must be a label name"),
+    ({"nodeSelector": {"zone": "bad value!"}}, "nodeSelector.zone", "must be a label value"),
+])
+def test_hostile_or_wrong_input_gets_a_clear_error(changes: dict, path: str, words: str) -> None:
+    spec = {**DEFAULT_CC["spec"], **changes}
+    errors = prepare(spec).errors
+    assert any(e.path.startswith(path) and words in e.message for e in errors), errors
+
+
+def test_an_alias_bomb_is_refused_quickly() -> None:
+    bomb: list = ["x"] * 10
+    for _ in range(9):
+        bomb = [bomb] * 10  # 10**10 values once expanded
+    started = time.monotonic()
+    errors = prepare({**DEFAULT_CC["spec"], "tolerations": bomb}).errors
+    assert [str(e) for e in errors] == ["spec: is too large: more than 20000 values"]
+    assert time.monotonic() - started < 2
+
+
+def test_valid_labels_pass() -> None:
+    labels = {"kubernetes.io/os": "linux", "role": "", "node.example.com/x": "a.b"}
+    spec = {**DEFAULT_CC["spec"], "nodeSelector": labels}
+    assert prepare(spec).errors == []
+
+
+def test_a_section_of_the_wrong_shape_is_not_called_a_secret() -> None:
+    assert prepare({**DEFAULT_CC["spec"], "common": ["x"]}).errors == [SpecError("common", "expected object; got list")]

@@ -185,3 +185,14 @@ def test_only_an_explicit_switch_uninstalls(tmp_path: Path) -> None:
     assert rc == 0
     assert sorted(out["uninstall"]) == ["fluentbit", "logging", "opensearch"]
     assert out["notes"] == {}
+
+
+@pytest.mark.parametrize("text, words", [
+    (b"spec:\n  multicluster:\n    clusterRole: host\n    clusterRole: none\n", "found the key 'clusterRole' twice"),
+    (b"spec:\n  local_registry: \xff\xfe\n", "cannot read YAML"),
+])
+def test_the_plan_cli_refuses_what_the_api_server_would(tmp_path: Path, text: bytes, words: str) -> None:
+    path = tmp_path / "cc.yaml"
+    path.write_bytes(text)
+    rc, out, err = plan("--desired", path, "-o", "json")
+    assert rc == 2 and out is None and words in err and "Traceback" not in err
