@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft202012Validator, ValidationError, validators
 
-from installer.config.secrets import is_secret
+from installer.config.secrets import is_credential, is_secret
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -131,7 +131,7 @@ def _shown(value: Any, path: str) -> str | None:
 def _got(value: Any, path: str, with_type: bool) -> str:
     shown = _shown(value, path)
     if shown is None:
-        hidden = is_secret(path) and not isinstance(value, dict | list)
+        hidden = is_credential(path) or (is_secret(path) and not isinstance(value, dict | list))
         return f"; got {_type_name(value)}" + (" (value hidden: secret field)" if hidden else "")
     return f"; got {_type_name(value)} {shown}" if with_type else f"; got {shown}"
 
