@@ -306,3 +306,17 @@ def test_new_installer_version_reruns_every_module_once(installer: Installer) ->
     proc = subprocess.run([sys.executable, "-c", bump], env=installer.environ(), capture_output=True, text=True,
                           timeout=600, check=False)
     assert installer.ran(proc) == []
+
+
+def test_in_a_pod_a_holder_whose_pod_is_gone_is_dead(installer: Installer, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = client.CoreV1Api(installer.api)
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="ks-installer-live", labels={"app": "lease-test"}),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
+    core.create_namespaced_pod(NAMESPACE, pod)
+    try:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")  # as in the installer's pod
+        lease = Lease(installer.api)
+        assert lease._holder_gone("ks-installer-gone-5d9c/17/4242")
+        assert not lease._holder_gone("ks-installer-live/17/4242")
+    finally:
+        core.delete_namespaced_pod("ks-installer-live", NAMESPACE, grace_period_seconds=0)
