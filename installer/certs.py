@@ -46,6 +46,13 @@ def _key() -> rsa.RSAPrivateKey:
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
+def _key_usage(cert_sign: bool) -> x509.KeyUsage:
+    """Signature and key encipherment; certificate signing for the CA only."""
+    return x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=cert_sign,
+                         content_commitment=False, data_encipherment=False, key_agreement=False, crl_sign=False,
+                         encipher_only=False, decipher_only=False)
+
+
 def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
@@ -59,18 +66,14 @@ def generate(names: list[str], now: dt.datetime | None = None, validity: dt.time
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(start).not_valid_after(end)
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=True,
-                                       content_commitment=False, data_encipherment=False, key_agreement=False,
-                                       crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(_key_usage(cert_sign=True), critical=True)
           .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
           .sign(ca_key, hashes.SHA256()))
     cert = (x509.CertificateBuilder().subject_name(_name(CERT_NAME)).issuer_name(ca.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(start).not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False,
-                                         content_commitment=False, data_encipherment=False, key_agreement=False,
-                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(_key_usage(cert_sign=False), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)
             .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False)

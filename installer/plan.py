@@ -144,9 +144,7 @@ def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, 
     name = module.name
     intent = record.intent if record else None
     if not enabled[name]:
-        if record is None:
-            return Step(name, Action.UNCHANGED, reason="disabled")
-        if not record.installed and intent is None:
+        if record is None:  # a record always holds a finished run or an intent: never installed, nothing to do
             return Step(name, Action.UNCHANGED, reason="disabled")
         why = f"disabled; its last {intent.action} did not finish" if intent and not record.installed else "disabled"
         return Step(name, Action.UNINSTALL, changes=("enabled: true -> false",), reason=why)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +44,9 @@ def forget_installer(api: client.ApiClient) -> None:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def upstream_kinds(module: str) -> dict[str, int]:
+    """Objects per kind that ks-installer v3.4.1 created for ``module`` (tests/parity/upstream)."""
+    data = json.loads((REPO / "tests" / "parity" / "upstream" / f"{module}.json").read_text())
+    return dict(Counter(o["kind"] for o in data["objects"]))

@@ -8,11 +8,11 @@ from typing import Any
 
 from installer.config.defaults import apply_defaults, default_spec
 from installer.config.migrate import migrate
-from installer.config.secrets import SECRET_PATHS, redact
+from installer.config.secrets import redact
 from installer.config.validate import SpecError, structure_errors, validate, validate_transition
 from installer.spec import get, has, merge, nested
 
-__all__ = ["SECRET_PATHS", "Prepared", "SpecError", "apply_defaults", "default_spec", "migrate", "prepare", "redact",
+__all__ = ["Prepared", "SpecError", "apply_defaults", "default_spec", "migrate", "prepare", "redact",
            "validate", "validate_transition"]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
+from installer_state import upstream_kinds
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -25,12 +26,7 @@ pytestmark = pytest.mark.cluster
 CONTROLS = "kubesphere-controls-system"
 CERT_SECRET = "ks-controller-manager-webhook-cert"
 # Upstream ks-core, v3.4.1 (183 objects): per kind. The built-in ClusterRole cluster-admin is annotated, not owned.
-UPSTREAM_KINDS = {
-    "RoleBase": 42, "CustomResourceDefinition": 34, "ClusterRole": 33, "GlobalRole": 19, "WorkspaceRole": 19,
-    "ValidatingWebhookConfiguration": 6, "Deployment": 4, "GlobalRoleBinding": 4, "Service": 4,
-    "ClusterRoleBinding": 3, "ConfigMap": 3, "Secret": 3, "ServiceAccount": 3, "MutatingWebhookConfiguration": 1,
-    "Role": 1, "RoleBinding": 1, "User": 1, "Workspace": 1, "WorkspaceTemplate": 1,
-}
+UPSTREAM_KINDS = upstream_kinds("ks-core")
 KINDS = {
     "RoleBase": "iam.kubesphere.io/v1alpha2", "GlobalRole": "iam.kubesphere.io/v1alpha2",
     "WorkspaceRole": "iam.kubesphere.io/v1alpha2", "GlobalRoleBinding": "iam.kubesphere.io/v1alpha2",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from installer_state import upstream_kinds
 from role_harness import run_play
 
 from installer.config.defaults import apply_defaults
@@ -18,12 +19,7 @@ from installer.config.defaults import apply_defaults
 Obj = dict[str, Any]
 CA_BUNDLE = "Q0EgY2VydGlmaWNhdGU="
 # Upstream ks-core, v3.4.1: objects per kind (CRDs, chart ks-core, ks-init/role-templates.yaml, kubesphere-secret).
-UPSTREAM_KINDS = {
-    "RoleBase": 42, "CustomResourceDefinition": 34, "ClusterRole": 33, "GlobalRole": 19, "WorkspaceRole": 19,
-    "ValidatingWebhookConfiguration": 6, "Deployment": 4, "GlobalRoleBinding": 4, "Service": 4,
-    "ClusterRoleBinding": 3, "ConfigMap": 3, "Secret": 3, "ServiceAccount": 3, "MutatingWebhookConfiguration": 1,
-    "Role": 1, "RoleBinding": 1, "User": 1, "Workspace": 1, "WorkspaceTemplate": 1,
-}
+UPSTREAM_KINDS = upstream_kinds("ks-core")
 # Created at run time by the role's modules rather than rendered: ks_core_secret, ks_webhook_cert.
 GENERATED = [("Secret", "kubesphere-system", "kubesphere-secret"),
              ("Secret", "kubesphere-system", "ks-controller-manager-webhook-cert"), ("User", None, "admin")]
