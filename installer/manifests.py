@@ -255,23 +255,39 @@ class Manifests:
             raise TimeoutError(f"still present after {timeout}s: {', '.join(ident(o) for o in remaining)}")
 
     def wait_ready(self, objects: list[Obj], timeout: int = 600) -> None:
-        """Wait until the Deployments, StatefulSets and DaemonSets among ``objects`` are ready."""
+        """Wait until the objects among ``objects`` that have a readiness (see :data:`WAITED_KINDS`) are ready."""
         wait_ready(self.dyn, objects, timeout)
 
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+#: Kinds :func:`wait_ready` waits for: workloads, Jobs (complete) and APIServices (Available).
+WAITED_KINDS = (*WORKLOAD_KINDS, "Job", "APIService")
+
+
+class JobFailed(RuntimeError):
+    """A Job the module waits for has failed."""
 
 
 def deployment_ref(name: str, namespace: str) -> Obj:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace}}
 
 
+def _condition(live: Any, type_: str) -> dict[str, Any] | None:
+    conditions = (live.status or {}).get("conditions") or []
+    return next((dict(c) for c in conditions if c.get("type") == type_), None)
+
+
 def ready(live: Any) -> bool:
-    """Whether a workload is ready; for a Deployment, ``kubectl rollout status``: the newest generation
-    observed, every replica updated and available, no old replica left."""
+    """Whether an object is ready: a Deployment as ``kubectl rollout status`` says (the newest generation
+    observed, every replica updated and available, no old replica left), a StatefulSet or DaemonSet with every
+    replica ready, a Job complete, an APIService Available."""
     if live is None:
         return False
     spec, status, kind = live.spec, live.status or {}, live.kind
+    if kind == "APIService":
+        return (_condition(live, "Available") or {}).get("status") == "True"
+    if kind == "Job":
+        return (_condition(live, "Complete") or {}).get("status") == "True"
     if (status.get("observedGeneration") or 0) < (live.metadata.generation or 0):
         return False
     if kind == "DaemonSet":
@@ -284,16 +300,34 @@ def ready(live: Any) -> bool:
         and (status.get("availableReplicas") or 0) >= wanted
 
 
+def _why(live: Any) -> str:
+    """What the API says about an object that is not ready (the reason of its condition), or ``""``."""
+    if live is None:
+        return " (not found)"
+    condition = {"APIService": "Available", "Job": "Failed"}.get(live.kind)
+    found = _condition(live, condition) if condition else None
+    if not found:
+        return ""
+    return f" ({found.get('reason') or ''}: {found.get('message') or ''})"
+
+
 def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600) -> None:
-    """Poll the workloads among ``objects`` until each is :func:`ready`; TimeoutError names the rest."""
+    """Poll the objects among ``objects`` of :data:`WAITED_KINDS` until each is :func:`ready`; TimeoutError
+    names the rest (with the API's reason where it gives one), JobFailed a Job that failed."""
     deadline = time.monotonic() + timeout
-    pending = [o for o in objects if o["kind"] in WORKLOAD_KINDS]
+    pending = [o for o in objects if o["kind"] in WAITED_KINDS]
     while pending:
-        pending = [o for o in pending if not ready(_live(dyn, o))]
+        live = {ident(o): _live(dyn, o) for o in pending}
+        for name, obj in live.items():
+            failed = obj is not None and obj.kind == "Job" and _condition(obj, "Failed")
+            if failed and failed.get("status") == "True":
+                raise JobFailed(f"{name} failed{_why(obj)}")
+        pending = [o for o in pending if not ready(live[ident(o)])]
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"not ready after {int(timeout)}s: {', '.join(ident(o) for o in pending)}")
+            raise TimeoutError(f"not ready after {int(timeout)}s: "
+                               + ", ".join(ident(o) + _why(live[ident(o)]) for o in pending))
         time.sleep(2)
 
 

@@ -17,7 +17,9 @@ options:
     type: list
     elements: str
     default: []
-  wait: {description: Wait for Deployments, StatefulSets and DaemonSets to be ready., type: bool}
+  wait:
+    description: Wait for Deployments, StatefulSets and DaemonSets to be ready, Jobs complete, APIServices Available.
+    type: bool
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
   purge: {description: On absent, also delete PVCs and CRDs., type: bool, default: false}
 """
