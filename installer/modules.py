@@ -52,13 +52,25 @@ def equals(path: str, value: str) -> Switch:
 _LOG_CONSUMERS = tuple(f"{c}.enabled" for c in ("logging", "events", "auditing", "servicemesh"))
 
 
-def _opensearch(spec: Spec) -> bool:
-    return (
-        any(get(spec, p) is True for p in _LOG_CONSUMERS)
-        and get(spec, "common.opensearch.enabled", True) is True
-        and not get(spec, "common.opensearch.externalOpensearchHost")
-        and get(spec, "common.es.enabled") is not True
-    )
+def _log_store(spec: Spec) -> bool:
+    """A log consumer is on and the cc names a log store for it (OpenSearch, or the Elasticsearch curator)."""
+    stores = get(spec, "common.opensearch.enabled", True) is True or get(spec, "common.es.enabled") is True
+    return stores and any(get(spec, p) is True for p in _LOG_CONSUMERS)
+
+
+def _es(spec: Spec) -> bool:
+    """The Elasticsearch path: the curator for an Elasticsearch the user runs (v3.4 ships none)."""
+    return get(spec, "common.es.enabled") is True
+
+
+def internal_opensearch(spec: Spec) -> bool:
+    """The opensearch module runs its own OpenSearch cluster (not the ES path, no external host)."""
+    return not _es(spec) and not get(spec, "common.opensearch.externalOpensearchHost")
+
+
+def internal_es_curator(spec: Spec) -> bool:
+    """Upstream's ``status.es``: the ES path without an external host."""
+    return _es(spec) and not get(spec, "common.es.externalElasticsearchHost")
 
 
 def _minio(spec: Spec) -> bool:
@@ -66,8 +78,7 @@ def _minio(spec: Spec) -> bool:
     return wanted and not get(spec, "common.s3.endpoint")
 
 
-opensearch_needed = Switch(_opensearch, (*_LOG_CONSUMERS, "common.opensearch.enabled",
-                                         "common.opensearch.externalOpensearchHost", "common.es.enabled"))
+log_store_needed = Switch(_log_store, (*_LOG_CONSUMERS, "common.opensearch.enabled", "common.es.enabled"))
 minio_needed = Switch(_minio, ("devops.enabled", "openpitrix.store.enabled", "common.s3.endpoint"))
 
 _LOG_BACKEND = ("common.es", "common.opensearch")
@@ -84,8 +95,9 @@ class Module:
     """Run after these when they are enabled; blocked when one of them fails."""
     requires: tuple[str, ...] = ()
     """Must be enabled for this module to be installed; blocked otherwise."""
-    status_key: str | None = None
-    """Dotted key under ``.status`` that upstream tools read (``status.<key>.status: enabled``)."""
+    status_key: str | tuple[tuple[str, Callable[[Spec], bool]], ...] | None = None
+    """Dotted key under ``.status`` that upstream tools read (``status.<key>.status: enabled``); or several,
+    each with the spec condition under which the module's install says "enabled" there (see status_keys)."""
     workloads: bool = True
     """Whether the module deploys images (so image and scheduling settings are inputs)."""
     console: bool = False
@@ -98,6 +110,15 @@ class Module:
     @property
     def uninstall_playbook(self) -> str:
         return f"{self.name}-uninstall.yaml"
+
+    def status_keys(self, spec: Spec) -> dict[str, bool]:
+        """Each status key the module writes → whether an install with ``spec`` marks it enabled (else the
+        key is cleared). An uninstall clears them all."""
+        if self.status_key is None:
+            return {}
+        if isinstance(self.status_key, str):
+            return {self.status_key: True}
+        return {key: test(spec) for key, test in self.status_key}
 
     @property
     def all_inputs(self) -> tuple[str, ...]:
@@ -113,8 +134,8 @@ MODULES: tuple[Module, ...] = (
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap"),
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio"),
-    Module("opensearch", opensearch_needed, ("common.opensearch", "persistence.storageClass"), ("preinstall",),
-           status_key="opensearch"),
+    Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
+           ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator))),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit"),
     Module("ks-core", always,

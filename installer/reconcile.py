@@ -226,8 +226,8 @@ class Reconciler(Events):
             self.store.forget(step.module)
             self.records.pop(step.module, None)
             self.status.module(step.module, Phase.UNINSTALLED, hash=None, attempts=None, nextRetryTime=None)
-            if module.status_key:
-                self.status.cleared(module.status_key)
+            for key in module.status_keys(self.spec):
+                self.status.cleared(key)
         else:
             record = Record(step.module, step.hash, step.inputs, now_rfc3339(), __version__, outcome.inventory)
             self.store.save(record)
@@ -236,8 +236,11 @@ class Reconciler(Events):
                                message=step.note or None)
             if step.module in self.drift:
                 self.status.update({"drift": {step.module: None}})
-            if module.status_key:
-                self.status.enabled(module.status_key)
+            for key, on in module.status_keys(self.spec).items():
+                if on:
+                    self.status.enabled(key)
+                else:
+                    self.status.cleared(key)
             self._maybe_welcome()
         self.status.flush()
 

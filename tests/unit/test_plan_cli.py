@@ -114,6 +114,29 @@ def test_derived_dependency_opensearch_goes_when_its_last_consumer_goes(tmp_path
     assert sorted(out["uninstall"]) == ["events", "fluentbit", "logging", "opensearch"]
 
 
+def test_an_external_log_store_set_later_upgrades_opensearch_and_moves_its_status(tmp_path: Path) -> None:
+    """The module stays (its curator serves the external store); only the internal cluster goes, and with it
+    upstream's status.opensearch; the Elasticsearch path is the same module under status.es."""
+    from installer.modules import get_module
+
+    logging_on = {"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}}
+    last = _cc(tmp_path, "last", logging=logging_on)
+    external = {"opensearch": {"enabled": True, "externalOpensearchHost": "os.example.com"}}
+    desired = _cc(tmp_path, "desired", logging=logging_on, common=external)
+    rc, out, _ = plan("--desired", desired, "--last-applied", last, "-o", "json")
+    assert rc == 0
+    assert "opensearch" in out["upgrade"] and out["uninstall"] == []
+    opensearch = get_module("opensearch")
+    logs = {"logging": {"enabled": True}}
+    assert opensearch.status_keys(logs) == {"opensearch": True, "es": False}
+    assert opensearch.status_keys({**logs, "common": external}) == {"opensearch": False, "es": False}
+    es = {"es": {"enabled": True}, "opensearch": {"enabled": False}}
+    assert opensearch.enabled({**logs, "common": es})
+    assert opensearch.status_keys({**logs, "common": es}) == {"opensearch": False, "es": True}
+    assert not opensearch.enabled({**logs, "common": {"opensearch": {"enabled": False}}})
+    assert not opensearch.enabled({"common": es})  # no consumer
+
+
 def test_blocked_when_a_required_module_is_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
     import installer.plan as plan_mod
     from installer.modules import MODULES, Module
