@@ -150,7 +150,7 @@ MODULES: tuple[Module, ...] = (
             "common.s3", "common.notification", "devops", "network", "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
             "edgeruntime.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
-           ("ks-core",), workloads=False, console=True),
+           ("ks-core", "minio"), workloads=False, console=True),
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass"),
            ("preinstall",), status_key="monitoring"),

@@ -58,6 +58,7 @@ CONFIG: dict[str, dict[str, Any]] = {
                                                       "basicAuth": {"enabled": False}}}},
     "internal_es": {"auditing": {"enabled": True}, "common": {"es": {"enabled": True}}},
     "member": {"multicluster": {"clusterRole": "member"}},
+    "internal_minio": {"devops": {"enabled": True}, "openpitrix": {"store": {"enabled": True}}},
 }
 # name → (kubernetes_version, adminPassword or None)
 CHECKS: dict[str, tuple[str, str | None]] = {
@@ -154,7 +155,11 @@ def test_core_workloads(out: Path) -> None:
             {"name": "KUBESPHERE_AUTHENTICATION_JWTSECRET", "valueFrom": {
                 "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}},
             {"name": "KUBESPHERE_LDAP_MANAGERPASSWORD", "valueFrom": {
-                "secretKeyRef": {"name": "openldap-secret", "key": "password", "optional": True}}}]
+                "secretKeyRef": {"name": "openldap-secret", "key": "password", "optional": True}}},
+            *({"name": f"KUBESPHERE_{path}_{var}", "valueFrom": {
+                "secretKeyRef": {"name": "minio", "key": key, "optional": True}}}
+              for path in ("S3", "OPENPITRIX_S3")
+              for var, key in (("ACCESSKEYID", "accesskey"), ("SECRETACCESSKEY", "secretkey")))]
     assert pod(objects, "ks-apiserver")["containers"][0]["resources"] == {
         "limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "20m", "memory": "100Mi"}}
     assert core(out, "three_masters")[("Deployment", "ks-apiserver")]["spec"]["replicas"] == 3
@@ -252,6 +257,18 @@ def test_log_store_choice(out: Path) -> None:
     auditing = config(out, "internal_es")["auditing"]
     assert auditing["host"] == "http://elasticsearch-logging-data.kubesphere-logging-system.svc:9200"
     assert auditing["indexPrefix"] == "ks-logstash-auditing" and "basicAuth" not in auditing
+
+
+def test_internal_minio_keys_come_from_its_secret(out: Path) -> None:
+    """No key in the ConfigMap: kubesphere.yaml names the environment variables ks-core fills from Secret minio."""
+    cfg = config(out, "internal_minio")
+    minio = {"endpoint": "http://minio.kubesphere-system.svc:9000", "region": "us-east-1", "disableSSL": True,
+             "forcePathStyle": True}
+    assert cfg["s3"] == {**minio, "accessKeyID": "KUBESPHERE_S3_ACCESSKEYID",
+                         "secretAccessKey": "KUBESPHERE_S3_SECRETACCESSKEY", "bucket": "s2i-binaries"}
+    assert cfg["openpitrix"]["s3"] == {**minio, "accessKeyID": "KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID",
+                                       "secretAccessKey": "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY",
+                                       "bucket": "app-store"}
 
 
 def test_member_cluster(out: Path) -> None:
