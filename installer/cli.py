@@ -5,6 +5,8 @@ plan       print what a reconcile would do. With ``--desired`` it needs no clust
            the stored state.
 reconcile  run one reconcile against the cluster in $KUBECONFIG (``--all`` re-runs every enabled module).
 state      show the installer's stored state (secrets redacted), or reset it, whole or one module's entry.
+images     list the images the spec deploys (to mirror them before an air-gapped install), with the spec's
+           local_registry, namespace_override and zone applied; ``--upstream`` gives their public names.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import yaml
 from installer.config import Prepared, prepare, redact
 from installer.fingerprint import files_digest
 from installer.hook import setup_logging
+from installer.images import catalogue, spec_refs
 from installer.kube import ClusterConfigurations, api_client
 from installer.lease import LeaseHeld
-from installer.modules import Module, switch_paths
+from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
 from installer.reconcile import Reconciler
 from installer.settings import Settings
@@ -108,6 +111,34 @@ def _print_plan(plan: Plan, output: str) -> None:
         print(f"  {module}: {note}")
 
 
+def images_for(spec: dict[str, Any], settings: Settings) -> dict[str, list[str]]:
+    """Module → the image references it deploys under ``spec``, for every module ``spec`` enables."""
+    refs = spec_refs(spec, catalogue(settings.roles_dir))
+    wanted = {m.name: m.image_keys(spec) for m in MODULES if m.enabled(spec)}
+    return {name: [refs[k] for k in keys] for name, keys in wanted.items() if keys}
+
+
+def _images(args: argparse.Namespace, settings: Settings) -> int:
+    if args.desired:
+        prepared = _valid(_load_spec(args.desired), None, args.desired)
+    else:
+        cc = ClusterConfigurations(api_client()).get()
+        if cc is None:
+            raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
+        _, errors, prepared = Reconciler(api_client(), settings).plan(cc)
+        if errors:
+            raise UsageError("the cc spec is invalid:\n" + "\n".join(f"  {e.path}: {e.message}" for e in errors))
+    spec = prepared.spec
+    if args.upstream:
+        spec = {**spec, "local_registry": "", "namespace_override": "", "zone": ""}
+    by_module = images_for(spec, settings)
+    if args.output == "json":
+        print(json.dumps(by_module, sort_keys=True))
+    else:
+        print("\n".join(sorted({ref for refs in by_module.values() for ref in refs})))
+    return 0
+
+
 def _state(args: argparse.Namespace) -> int:
     store = StateStore(api_client())
     entries = store.raw()
@@ -151,6 +182,12 @@ def parser() -> argparse.ArgumentParser:
     state = sub.add_parser("state", help="inspect or repair the installer's stored state")
     state.add_argument("action", choices=("show", "reset"))
     state.add_argument("--module", help="only this module's entry")
+    images = sub.add_parser("images", help="list the images the spec deploys")
+    images.add_argument("--desired", help="ClusterConfiguration (or bare spec) YAML; default: the cc in the cluster")
+    images.add_argument("--upstream", action="store_true",
+                        help="public names, without local_registry, namespace_override and zone")
+    images.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="text: one image per line, sorted; json: the images of each module")
     return p
 
 
@@ -166,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "state":
             return _state(args)
+        if args.command == "images":
+            return _images(args, settings)
         setup_logging()
         cancel = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: cancel.set())

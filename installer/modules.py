@@ -84,6 +84,25 @@ minio_needed = Switch(_minio, ("devops.enabled", "openpitrix.store.enabled", "co
 _LOG_BACKEND = ("common.es", "common.opensearch")
 
 
+def _redis_images(spec: Spec) -> tuple[str, ...]:
+    return ("redis", "haproxy") if get(spec, "common.redis.enableHA") is True else ("redis",)
+
+
+def _config_images(spec: Spec) -> tuple[str, ...]:
+    """Images kubesphere.yaml names for KubeSphere to run later: kubectl, the web terminal, gateways, the agent."""
+    terminal = () if get(spec, "terminal.image") else ("alpine",)
+    agent = ("tower",) if get(spec, "multicluster.clusterRole") == "host" else ()
+    return ("kubectl", *terminal, "nginx_ingress_controller", *agent)
+
+
+def _monitoring_images(spec: Spec) -> tuple[str, ...]:
+    """The Prometheus stack, unless the cc points at an external one."""
+    if get(spec, "common.monitoring.type") == "external":
+        return ()
+    return ("prometheus", "prometheus_operator", "prometheus_config_reloader", "kube_state_metrics",
+            "node_exporter", "alertmanager", "kube_rbac_proxy")
+
+
 @dataclass(frozen=True)
 class Module:
     """One installable unit of KubeSphere."""
@@ -102,6 +121,9 @@ class Module:
     """Whether the module deploys images (so image and scheduling settings are inputs)."""
     console: bool = False
     """The console needs it: the welcome box is printed once every console module is installed."""
+    images: tuple[str, ...] | Callable[[Spec], tuple[str, ...]] = ()
+    """Keys of the image catalogue (roles/kubesphere-defaults) its objects name, or a function of the spec
+    for modules whose variants deploy different images (``python -m installer images``)."""
 
     @property
     def playbook(self) -> str:
@@ -120,40 +142,50 @@ class Module:
             return {self.status_key: True}
         return {key: test(spec) for key, test in self.status_key}
 
+    def image_keys(self, spec: Spec) -> tuple[str, ...]:
+        return self.images(spec) if callable(self.images) else self.images
+
     @property
     def all_inputs(self) -> tuple[str, ...]:
         return self.inputs + (GLOBAL_INPUTS if self.workloads else ())
 
 
 MODULES: tuple[Module, ...] = (
-    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True),
+    Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True,
+           images=("snapshot_controller",)),
     Module("metrics_server", flag("metrics_server.enabled"), ("metrics_server",), ("preinstall",),
            status_key="metricsServer"),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
-           status_key="redis"),
+           status_key="redis", images=_redis_images),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
-           ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap"),
-    Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio"),
+           ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap",
+           images=("openldap",)),
+    Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
+           images=("minio", "mc")),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
            ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator))),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
-           ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit"),
+           ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
+           images=("fluentbit_operator", "fluent_bit", "docker")),
     Module("ks-core", always,
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
             "common.core.console.type", "common.core.console.extraVolumes", "common.core.console.extraVolumeMounts",
             "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled"),
-           ("preinstall", "redis", "openldap"), status_key="core", console=True),
+           ("preinstall", "redis", "openldap"), status_key="core", console=True,
+           images=("ks_apiserver", "ks_console", "ks_controller_manager", "nginx_ingress_controller",
+                   "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
+                   "bookinfo_ratings_v1")),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
             "common.s3", "common.notification", "devops", "network", "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
             "edgeruntime.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
-           ("ks-core", "minio"), workloads=False, console=True),
+           ("ks-core", "minio"), workloads=False, console=True, images=_config_images),
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass"),
-           ("preinstall",), status_key="monitoring"),
+           ("preinstall",), status_key="monitoring", images=_monitoring_images),
     Module("alerting", flag("alerting.enabled"), ("alerting",), ("monitoring",), requires=("monitoring",),
            status_key="alerting"),
     Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),

@@ -1,10 +1,13 @@
-"""Every module's declared inputs are exactly what its playbook reads.
+"""Every module's declared inputs are exactly what its playbook reads, and its declared images exactly the
+catalogue images its objects name.
 
 For each module the real install playbook runs offline, once per spec variant (each variant is its own Ansible
 host, so facts never leak between variants), with the installer's Ansible modules replaced by recorders: what a
 run would send to the cluster (objects, secrets, lookups) is its output. Changing one declared input must change
 that output; changing every spec path the module does not declare must not. This is what "only what changed
-runs" rests on, and it covers every module in the registry, including those added later.
+runs" rests on, and it covers every module in the registry, including those added later. The same runs show
+which catalogue images each variant's objects name: ``python -m installer images`` lists them from the
+registry, so the registry must say exactly that.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,7 @@ from installer_state import DEFAULT_CC
 from installer.config import apply_defaults
 from installer.config.validate import schema
 from installer.fingerprint import roles_used
+from installer.images import catalogue, spec_refs
 from installer.modules import MODULES, Module
 from installer.spec import get, merge, nested
 
@@ -277,13 +283,23 @@ def _placeholder(module: Module) -> bool:
     return PLACEHOLDER in roles_used(REPO / "playbooks" / module.playbook, REPO / "roles")
 
 
-@pytest.mark.parametrize("module", [
-    pytest.param(m, id=m.name, marks=[pytest.mark.xfail(strict=True, reason="placeholder role: reads no input")]
-                 if _placeholder(m) else []) for m in MODULES])
-def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, tmp_path: Path) -> None:
-    # A placeholder reads no input at all: its first one shows it, the rest would only cost time.
+@cache
+def all_on_runs(module: Module) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The module's playbook over the all-on spec and one variant per input (a placeholder: its first input
+    only, which already shows it reads none): the variants and what each recorded."""
     inputs = module.all_inputs[:1] if _placeholder(module) else module.all_inputs
-    results = run_variants(module, variants(module, copy.deepcopy(all_on()), inputs), tmp_path / "all-on")
+    specs = variants(module, copy.deepcopy(all_on()), inputs)
+    return specs, run_variants(module, specs, Path(tempfile.mkdtemp(prefix=f"inputs-{module.name}-")))
+
+
+def _modules(reason: str) -> list[Any]:
+    return [pytest.param(m, id=m.name, marks=[pytest.mark.xfail(strict=True, reason=reason)] if _placeholder(m)
+                         else []) for m in MODULES]
+
+
+@pytest.mark.parametrize("module", _modules("placeholder role: reads no input"))
+def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, tmp_path: Path) -> None:
+    results = dict(all_on_runs(module)[1])
     base = results.pop("base")
     assert base, f"{module.name}: the playbook recorded nothing"
     assert not any(c["module"] == "ks_failed" for c in base), base
@@ -296,6 +312,26 @@ def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, tmp_p
         base = again.pop("base")
         unread = tuple(name.removeprefix("input ") for name, calls in again.items() if calls == base)
     assert not unread, f"{module.name} declares inputs it never reads: {list(unread)}"
+
+
+def images_named(spec: dict[str, Any], calls: list[Any]) -> set[str]:
+    """Catalogue keys whose reference under ``spec`` (or its repository, for a config that gives the tag
+    apart) the recorded calls name."""
+    text = json.dumps(calls)
+    refs = spec_refs(spec, catalogue(REPO / "roles"))
+    return {key for key, ref in refs.items()
+            if ref in text or re.search(rf"(?<![\w./-]){re.escape(ref.rpartition(':')[0])}(?![\w./:-])", text)}
+
+
+@pytest.mark.parametrize("module", _modules("placeholder role: deploys no image"))
+def test_declared_images_are_exactly_the_images_the_module_deploys(module: Module) -> None:
+    specs, results = all_on_runs(module)
+    assert not _placeholder(module) or module.image_keys(all_on()), "placeholder"
+    for name, calls in results.items():
+        if any(c["module"] == "ks_failed" for c in calls):
+            continue  # a check refused the variant before anything was deployed
+        declared = set(module.image_keys(specs[name]))
+        assert images_named(specs[name], calls) == declared, f"{module.name}, variant {name!r}"
 
 
 def _diff(base: list[Any], other: list[Any]) -> str:
