@@ -41,6 +41,7 @@ CORE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                                "extraVolumeMounts": [{"name": "x", "mountPath": "/x"}]}},
                           "redis": {"enabled": True}},
                "nodeSelector": {"global": "yes"}, "zone": "cn"}, {}),
+    "hostile": ({"common": {"core": {"console": {"type": "NodePort\n  injected: true"}}}}, {}),
     "global_scheduling": ({"nodeSelector": {"global": "yes"}, "tolerations": [{"key": "k", "operator": "Exists"}],
                            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
                            "common": {"core": {"console": {"type": "LoadBalancer", "port": 30999}}}}, {}),
@@ -59,6 +60,9 @@ CONFIG: dict[str, dict[str, Any]] = {
     "internal_es": {"auditing": {"enabled": True}, "common": {"es": {"enabled": True}}},
     "member": {"multicluster": {"clusterRole": "member"}},
     "internal_minio": {"devops": {"enabled": True}, "openpitrix": {"store": {"enabled": True}}},
+    # values validation refuses, rendered anyway: they must stay values, never become YAML keys
+    "hostile": {"terminal": {"timeout": "1\ninjected: true"},
+                "authentication": {"authenticateRateLimiterMaxTries": "3\n  injected: true"}},
 }
 # name → (kubernetes_version, adminPassword or None)
 CHECKS: dict[str, tuple[str, str | None]] = {
@@ -269,6 +273,16 @@ def test_internal_minio_keys_come_from_its_secret(out: Path) -> None:
     assert cfg["openpitrix"]["s3"] == {**minio, "accessKeyID": "KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID",
                                        "secretAccessKey": "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY",
                                        "bucket": "app-store"}
+
+
+def test_hostile_values_stay_values(out: Path) -> None:
+    """Defence in depth behind validation: every spec value is quoted into the YAML the roles render."""
+    cfg = config(out, "hostile")
+    assert cfg["terminal"]["timeout"] == "1\ninjected: true" and "injected" not in cfg["terminal"]
+    assert cfg["authentication"]["authenticateRateLimiterMaxTries"] == "3\n  injected: true"
+    assert "injected" not in cfg["authentication"]
+    service = core(out, "hostile")[("Service", "ks-console")]
+    assert service["spec"]["type"] == "NodePort\n  injected: true" and "injected" not in service["spec"]
 
 
 def test_member_cluster(out: Path) -> None:
