@@ -5,6 +5,8 @@ plan       print what a reconcile would do. With ``--desired`` it needs no clust
            the stored state.
 reconcile  run one reconcile against the cluster in $KUBECONFIG (``--all`` re-runs every enabled module).
 state      show the installer's stored state (secrets redacted), or reset it, whole or one module's entry.
+uninstall  --all: remove every module (dependents first), then the installer's state and the cc, like
+           upstream's kubesphere-delete.sh; PVCs and CRDs stay unless --purge.
 images     list the images the spec deploys (to mirror them before an air-gapped install), with the spec's
            local_registry, namespace_override and zone applied; ``--upstream`` gives their public names.
 """
@@ -182,6 +184,10 @@ def parser() -> argparse.ArgumentParser:
     state = sub.add_parser("state", help="inspect or repair the installer's stored state")
     state.add_argument("action", choices=("show", "reset"))
     state.add_argument("--module", help="only this module's entry")
+    uninstall = sub.add_parser("uninstall", help="remove everything the installer installed")
+    uninstall.add_argument("--all", action="store_true", required=True, help="every module (required)")
+    uninstall.add_argument("--purge", action="store_true",
+                           help="also delete PVCs (data!) and CRDs no custom resource is left of")
     images = sub.add_parser("images", help="list the images the spec deploys")
     images.add_argument("--desired", help="ClusterConfiguration (or bare spec) YAML; default: the cc in the cluster")
     images.add_argument("--upstream", action="store_true",
@@ -208,7 +214,16 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging()
         cancel = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: cancel.set())
-        result = Reconciler(api_client(), settings, cancel).run(force=args.all)
+        reconciler = Reconciler(api_client(), settings, cancel)
+        if args.command == "uninstall":
+            if reconciler.ccs.get() is None:
+                raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found: nothing to uninstall")
+            result = reconciler.remove_all(purge=args.purge)
+            if not result.ok:
+                print("error: not every module was removed (see the log and status.modules); the state and the cc "
+                      "are kept: run the command again to continue", file=sys.stderr)
+            return 0 if result.ok else 1
+        result = reconciler.run(force=args.all)
         return 0 if result.ok else 1
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

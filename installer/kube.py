@@ -44,8 +44,18 @@ class ClusterConfigurations:
             raise
 
     def remove_annotation(self, key: str) -> None:
+        self.set_annotation(key, None)
+
+    def set_annotation(self, key: str, value: str | None) -> None:
         self.custom.patch_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL, self.name,
-                                                   {"metadata": {"annotations": {key: None}}})
+                                                   {"metadata": {"annotations": {key: value}}})
+
+    def delete(self) -> None:
+        try:
+            self.custom.delete_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL, self.name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
 
     def patch_status(self, status: dict[str, Any]) -> None:
         """JSON-merge-patch ``.status`` (null values delete keys)."""

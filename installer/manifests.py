@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ Obj = dict[str, Any]
 Ref = tuple[str, str, str, str]
 """(apiVersion, kind, namespace or "", name)."""
 INVENTORY_ENV = "KS_INVENTORY_FILE"
+PURGE_ENV = "KS_PURGE"
+"""Set to ``1`` by the engine for an uninstall that purges: every ``state: absent`` of the run purges."""
 
 #: Apply order; uninstall runs it backwards. Kinds not listed go after the listed ones.
 KIND_ORDER = (
@@ -36,6 +39,8 @@ KIND_ORDER = (
     "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob",
 )
 KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
+#: Kinds a purge looks at even when the uninstall does not name them (roles keep them out of it otherwise).
+PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
 
 
 def _rank(kind: str) -> int:
@@ -188,13 +193,49 @@ class Manifests:
         return result
 
     def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = ()) -> Result:
-        """Delete every object of the given objects' kinds (plus ``kinds``) that carries this module's label."""
+        """Delete every object of the given objects' kinds (plus ``kinds``) that carries this module's label.
+
+        ``purge`` also deletes the module's PVCs and Secrets (a generated password kept with the data it
+        guards), the PVCs its StatefulSets (its own, or made by an operator from
+        one of its objects, like Prometheus') claimed through volumeClaimTemplates, and its CRDs no custom
+        resource is left of."""
         result = Result()
-        owned = sorted(self._owned(_kinds(objects, kinds)), key=lambda o: _rank(o["kind"]), reverse=True)
+        wanted = _kinds(objects, [*kinds, *(PURGED_KINDS if purge else ())])
+        owned = sorted(self._owned(wanted), key=lambda o: _rank(o["kind"]), reverse=True)
+        claims = self._stateful_claims(owned) if purge else []
         for obj in owned:
             self._remove(obj, result, purge)
         self._wait_gone([o for o in owned if ident(o) in result.deleted], timeout)
+        for claim in claims:
+            self._delete(claim, result)
         return result
+
+    def _stateful_claims(self, owned: list[Obj]) -> list[Obj]:
+        """PVCs made from the volumeClaimTemplates of StatefulSets this module owns, directly or through an
+        owner reference to one of its objects (``<template>-<statefulset>-<ordinal>``)."""
+        namespaces = {o["metadata"].get("namespace") for o in owned} - {None, ""}
+        namespaces |= {o["metadata"]["name"] for o in owned if o["kind"] == "Namespace"}
+        uids = {live.metadata.uid for o in owned if (live := _live(self.dyn, o)) is not None}
+        core = client.CoreV1Api(self.dyn.client)
+        apps = client.AppsV1Api(self.dyn.client)
+        out: list[Obj] = []
+        for ns in sorted(namespaces):
+            try:
+                sets = apps.list_namespaced_stateful_set(ns).items
+                pvcs = core.list_namespaced_persistent_volume_claim(ns).items
+            except ApiException:
+                continue
+            for sts in sets:
+                mine = (sts.metadata.labels or {}).get(MODULE_LABEL) == self.module or any(
+                    ref.uid in uids for ref in sts.metadata.owner_references or [])
+                if not mine:
+                    continue
+                for template in sts.spec.volume_claim_templates or []:
+                    pattern = re.compile(rf"{re.escape(template.metadata.name)}-{re.escape(sts.metadata.name)}-\d+")
+                    out += [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                             "metadata": {"name": c.metadata.name, "namespace": ns}}
+                            for c in pvcs if pattern.fullmatch(c.metadata.name)]
+        return out
 
     def _owned(self, kinds: set[tuple[str, str]]) -> list[Obj]:
         selector = f"{MODULE_LABEL}={self.module}"
@@ -214,6 +255,8 @@ class Manifests:
         its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
         if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
             result.kept.append(ident(obj))
+        elif obj["kind"] == "CustomResourceDefinition" and self._has_resources(obj["metadata"]["name"]):
+            result.kept.append(ident(obj) + " (custom resources of it are left)")
         elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
             result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
         else:
@@ -228,6 +271,22 @@ class Manifests:
             result.deleted_refs.append(ref_of(obj))
         except NotFoundError:
             pass
+
+    def _has_resources(self, crd_name: str) -> bool:
+        """Whether any custom resource of the CRD exists (in any namespace)."""
+        try:
+            crd = client.ApiextensionsV1Api(self.dyn.client).read_custom_resource_definition(crd_name)
+        except ApiException:
+            return False
+        served = next((v.name for v in crd.spec.versions if v.served), None)
+        if served is None:
+            return False
+        try:
+            items = client.CustomObjectsApi(self.dyn.client).list_cluster_custom_object(
+                crd.spec.group, served, crd.spec.names.plural, limit=1)
+        except ApiException:
+            return True  # cannot tell: keep it
+        return bool(items.get("items"))
 
     def _has_pvcs(self, namespace: str) -> bool:
         return bool(client.CoreV1Api(self.dyn.client).list_namespaced_persistent_volume_claim(namespace).items)

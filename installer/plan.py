@@ -11,7 +11,7 @@ blocked   enabled but a required module is disabled, or a dependency cannot be i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -84,6 +84,8 @@ class Step:
     reason: str = ""
     note: str = ""
     """What a user should know although nothing runs for it (e.g. why a module is kept)."""
+    purge: bool = False
+    """An uninstall that also removes the module's PVCs and CRDs (those no custom resource is left of)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Plan:
         out["changes"] = {s.module: list(s.changes) for s in self.steps if s.changes}
         out["reasons"] = {s.module: s.reason for s in self.steps if s.action == Action.BLOCKED}
         out["notes"] = {s.module: s.note for s in self.steps if s.note}
+        out["purge"] = [s.module for s in self.steps if s.purge]
         return out
 
 
@@ -113,20 +116,25 @@ FilesDigest = Callable[[Module], str]
 
 def build_plan(spec: Spec, records: dict[str, Record], files: FilesDigest, *, force: bool = False,
                plain: Spec | None = None, kept: dict[str, Any] | None = None,
-               drift: dict[str, list[str]] | None = None) -> Plan:
+               drift: dict[str, list[str]] | None = None, remove_all: bool = False,
+               purge: Collection[str] = ()) -> Plan:
     """Plan one reconcile of ``spec`` against the stored ``records``.
 
     ``kept`` are switch paths the cc lacks that kept their last value (``plain`` is the spec without them):
     a module enabled only through them says so. ``drift`` names, per module, objects that went missing or
-    were changed by someone else: those modules are re-applied.
+    were changed by someone else: those modules are re-applied. ``remove_all`` plans the uninstall of every
+    module the records hold (full removal); an uninstall of a module in ``purge`` removes its PVCs and CRDs.
     """
-    enabled = {m.name: m.enabled(spec) for m in MODULES}
+    enabled = {m.name: not remove_all and m.enabled(spec) for m in MODULES}
     steps: dict[str, Step] = {}
     for module in MODULES:
         step = _step(module, spec, records.get(module.name), enabled, steps, files, force,
                      (drift or {}).get(module.name))
         note = _kept_note(module, plain, kept or {}) if enabled[module.name] and plain is not None else ""
         steps[module.name] = replace(step, note=note) if note else step
+        if step.action == Action.UNINSTALL and module.name in purge:
+            steps[module.name] = replace(steps[module.name], purge=True,
+                                         changes=(*step.changes, "purge: its PVCs and CRDs go too"))
     return Plan(tuple(steps.values()))
 
 
@@ -147,7 +155,8 @@ def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, 
         if record is None:  # a record always holds a finished run or an intent: never installed, nothing to do
             return Step(name, Action.UNCHANGED, reason="disabled")
         why = f"disabled; its last {intent.action} did not finish" if intent and not record.installed else "disabled"
-        return Step(name, Action.UNINSTALL, changes=("enabled: true -> false",), reason=why)
+        change = "removal of every module (uninstall --all)" if module.enabled(spec) else "enabled: true -> false"
+        return Step(name, Action.UNINSTALL, changes=(change,), reason=why)
     inputs = inputs_of(module, spec)
     digest = module_hash(module, inputs, files(module))
     missing = [r for r in module.requires if not enabled[r]]

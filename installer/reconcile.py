@@ -21,7 +21,7 @@ from installer.lease import Lease
 from installer.modules import MODULES, get_module, switch_paths
 from installer.plan import Action, Intent, Plan, Record, Step, build_plan
 from installer.runner import Outcome, PlaybookRunner, clean_run_dirs
-from installer.settings import NAMESPACE, Settings
+from installer.settings import NAMESPACE, PURGE_ANNOTATION, Settings
 from installer.state import StateStore, StateUnreadable, write_mirror
 from installer.status import Phase, StatusWriter, now_rfc3339
 from installer.welcome import ConsoleNotReady, welcome
@@ -131,9 +131,28 @@ class Reconciler(Events):
         with Lease(self.api, on_lost=self.stop.set).held():
             return self._run(cc, force, drift)
 
-    def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None) -> Result:
+    def remove_all(self, purge: bool = False) -> Result:
+        """Uninstall every module the state records, dependents first; then forget the state and delete the cc,
+        so nothing installs it again. ``purge`` also removes PVCs and CRDs. A failure keeps state and cc, and
+        running it again continues."""
+        cc = self.ccs.get()
+        if cc is None:
+            raise RuntimeError(f"ClusterConfiguration {NAMESPACE}/ks-installer not found: nothing to uninstall from")
+        with Lease(self.api, on_lost=self.stop.set).held():
+            result = self._run(cc, False, None, remove_all=True, purge_all=purge)
+            if result.ok:
+                self.store.delete()
+                self.settings.running_file.unlink(missing_ok=True)
+                self.ccs.delete()
+                log.info("Removed every module, the installer's state and ClusterConfiguration %s/ks-installer",
+                         NAMESPACE)
+            return result
+
+    def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None,
+             remove_all: bool = False, purge_all: bool = False) -> Result:
         self.generation = cc["metadata"].get("generation")
         self.drift = drift or {}
+        self.removing_all = remove_all
         clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         self.status = StatusWriter(self.ccs, cc.get("status"))
         try:
@@ -152,8 +171,9 @@ class Reconciler(Events):
             log.info("Migrated legacy settings: %s", "; ".join(prepared.migrations))
             self.status.update({"migrations": prepared.migrations})
         self.store.save_spec(spec)
+        purge = {m.name for m in MODULES} if purge_all else self._purge_requested(cc)
         plan = build_plan(spec, self.records, self.files, force=force, plain=prepared.plain, kept=prepared.kept,
-                          drift=drift)
+                          drift=drift, remove_all=remove_all, purge=purge)
         self.spec = spec
         self.plan_ = plan
         self.outcomes_: dict[str, Outcome] = {}
@@ -187,7 +207,32 @@ class Reconciler(Events):
         if self.welcome_thread is not None:
             self.welcome_thread.join()
         self._finish(plan, outcomes)
+        self._purged(cc, {n for n, o in outcomes.items() if o.ok and plan.step(n).purge})
         return Result(plan, outcomes)
+
+    def _purge_requested(self, cc: dict[str, Any]) -> set[str]:
+        """Modules the purge annotation names (``all``: every module); unknown names are reported and ignored."""
+        value = (cc["metadata"].get("annotations") or {}).get(PURGE_ANNOTATION)
+        if not value:
+            return set()
+        names = {n.strip() for n in value.split(",") if n.strip()}
+        known = {m.name for m in MODULES}
+        if "all" in names:
+            return known
+        if names - known:
+            log.warning("%s names unknown modules, ignored: %s", PURGE_ANNOTATION, ", ".join(sorted(names - known)))
+        return names & known
+
+    def _purged(self, cc: dict[str, Any], done: set[str]) -> None:
+        """Drop the modules whose purge is done from the annotation (all of it once none is left)."""
+        value = (cc["metadata"].get("annotations") or {}).get(PURGE_ANNOTATION)
+        if not done or not value or self.removing_all or value.strip() == "all":
+            return  # "all" stays until the user removes it
+        known = {m.name for m in MODULES}
+        left = [n.strip() for n in value.split(",") if n.strip() in known - done]  # unknown names were reported
+        log.info("Purged %s; %s", ", ".join(sorted(done)),
+                 f"{PURGE_ANNOTATION} now names {', '.join(left)}" if left else f"removed {PURGE_ANNOTATION}")
+        self.ccs.set_annotation(PURGE_ANNOTATION, ",".join(left) or None)
 
     # Events from the executor (always on this thread).
     def started(self, step: Step) -> None:
@@ -291,7 +336,7 @@ class Reconciler(Events):
 
     def _finish(self, plan: Plan, outcomes: dict[str, Outcome]) -> None:
         failed = sorted(n for n, o in outcomes.items() if not o.ok and not o.interrupted)
-        enabled = [m.name for m in MODULES if m.enabled(self.spec)]
+        enabled = [] if self.removing_all else [m.name for m in MODULES if m.enabled(self.spec)]
         pending = sorted(n for n in enabled if not self._complete(n) and n not in failed)
         leftover = sorted(n for n, r in self.records.items() if n not in enabled and n not in failed)
         modules = self.status.current.get("modules") or {}

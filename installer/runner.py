@@ -15,7 +15,7 @@ from typing import Any
 
 import ansible_runner
 
-from installer.manifests import INVENTORY_ENV, Ref, read_inventory
+from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory
 from installer.modules import get_module
 from installer.plan import Action, Step
 from installer.settings import Settings
@@ -113,7 +113,8 @@ class PlaybookRunner:
                 ident=module.name,
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 extravars=extravars,
-                envvars={**self._env(Path(pdd)), INVENTORY_ENV: str(Path(pdd) / "inventory.jsonl")},
+                envvars={**self._env(Path(pdd)), INVENTORY_ENV: str(Path(pdd) / "inventory.jsonl"),
+                         **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
                 event_handler=progress,
                 cancel_callback=self.cancel.is_set,

@@ -18,6 +18,8 @@ FIELD_MANAGER = "ks-installer"
 MODULE_LABEL = "installer.kubesphere.io/module"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ks-installer"}
 RETRY_ANNOTATION = "installer.kubesphere.io/retry"
+PURGE_ANNOTATION = "installer.kubesphere.io/purge"
+"""Modules (comma-separated, or ``all``) whose next uninstall also removes their PVCs and CRDs."""
 
 
 _REPO = Path(__file__).resolve().parents[1]

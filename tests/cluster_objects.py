@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer.settings import MODULE_LABEL
 
@@ -26,7 +26,7 @@ def labelled_objects(api: client.ApiClient) -> dict[str, dict[str, str]]:
     for api_version, kind in KINDS:
         try:
             items = dyn.resources.get(api_version=api_version, kind=kind).get(label_selector=MODULE_LABEL).items
-        except ResourceNotFoundError:  # e.g. monitoring CRDs not installed yet
+        except (ResourceNotFoundError, NotFoundError):  # CRDs not installed yet, or just deleted
             continue
         for item in items:
             meta = item.metadata

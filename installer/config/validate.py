@@ -246,4 +246,5 @@ def validate_transition(previous: dict[str, Any] | None, current: dict[str, Any]
     return [SpecError("multicluster.clusterRole",
                       f"cannot change from {json.dumps(before)} to {json.dumps(after)}: {why} "
                       f"(upstream kubesphere/kubesphere#4229); set it back to {json.dumps(before)}, "
-                      "or uninstall KubeSphere and reinstall with the new role")]
+                      "or remove KubeSphere (`python -m installer uninstall --all` in the ks-installer pod) and "
+                      "reinstall with the new role")]

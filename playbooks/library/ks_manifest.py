@@ -21,8 +21,13 @@ options:
     description: Wait for Deployments, StatefulSets and DaemonSets to be ready, Jobs complete, APIServices Available.
     type: bool
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
-  purge: {description: On absent, also delete PVCs and CRDs., type: bool, default: false}
+  purge:
+    description: On absent, also delete the module's PVCs (with its StatefulSets' claims) and its CRDs no custom
+      resource is left of. Default - whether the engine asked this uninstall to purge (KS_PURGE=1).
+    type: bool
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -36,14 +41,14 @@ def main() -> None:
             "prune": {"type": "bool", "default": True},
             "wait": {"type": "bool", "default": False},
             "wait_timeout": {"type": "int", "default": 600},
-            "purge": {"type": "bool", "default": False},
+            "purge": {"type": "bool", "default": None},
             "kinds": {"type": "list", "elements": "str", "default": []},
         },
     )
     from kubernetes.client.exceptions import ApiException
 
     from installer.kube import api_client
-    from installer.manifests import Manifests, Rejected, api_reason, load_definitions
+    from installer.manifests import PURGE_ENV, Manifests, Rejected, api_reason, load_definitions
 
     p = am.params
     try:
@@ -54,7 +59,8 @@ def main() -> None:
             if p["wait"]:
                 manifests.wait_ready(objects, p["wait_timeout"])
         else:
-            result = manifests.delete(objects, purge=p["purge"], timeout=p["wait_timeout"], kinds=p["kinds"])
+            purge = p["purge"] if p["purge"] is not None else os.environ.get(PURGE_ENV) == "1"
+            result = manifests.delete(objects, purge=purge, timeout=p["wait_timeout"], kinds=p["kinds"])
     except Rejected as exc:  # the API server's own reason and the object: what status and the log show
         am.fail_json(msg=str(exc))
     except ApiException as exc:

@@ -58,3 +58,20 @@ def test_completed_record_with_matching_hash_is_unchanged() -> None:
     spec = _spec()
     assert build_plan(spec, {"monitoring": _installed("monitoring", spec)}, files).step("monitoring").action \
         == Action.UNCHANGED
+
+
+def test_remove_all_uninstalls_every_recorded_module_and_purges_only_when_asked() -> None:
+    spec = _spec()
+    records = {n: _installed(n, spec) for n in ("preinstall", "ks-core", "monitoring")}
+    plan = build_plan(spec, records, files, remove_all=True, purge={"monitoring"})
+    assert sorted(plan.names(Action.UNINSTALL)) == ["ks-core", "monitoring", "preinstall"]
+    assert plan.step("ks-core").changes == ("removal of every module (uninstall --all)",)
+    assert [s.module for s in plan.steps if s.purge] == ["monitoring"]
+    assert plan.to_json()["purge"] == ["monitoring"]
+    assert plan.step("redis").action == Action.UNCHANGED  # never installed: nothing to remove
+
+
+def test_purge_applies_to_uninstalls_only() -> None:
+    spec = _spec()
+    plan = build_plan(spec, {"monitoring": _installed("monitoring", spec)}, files, purge={"monitoring", "redis"})
+    assert not any(s.purge for s in plan.steps)  # monitoring stays installed, redis was never installed
