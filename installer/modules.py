@@ -35,6 +35,12 @@ GLOBAL_INPUTS = ("local_registry", "namespace_override", "zone", "nodeSelector",
 
 always = Switch(lambda _: True)
 
+#: Spec paths that act only when a module is first installed (upstream used the admin password only to create
+#: the admin user): a later change re-runs nothing and is reported as ignored.
+FIRST_INSTALL_ONLY = {"authentication.adminPassword": (
+    "acts only at the first install: the admin user exists, so the change is ignored; change the admin's "
+    "password in the console (User admin)")}
+
 
 def flag(path: str, default: bool = False) -> Switch:
     """Enabled when the boolean at ``path`` is true."""

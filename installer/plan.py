@@ -10,6 +10,7 @@ blocked   enabled but a required module is disabled, or a dependency cannot be i
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field, replace
@@ -18,8 +19,8 @@ from typing import Any
 
 from installer.changes import describe_changes
 from installer.fingerprint import inputs_of, module_hash
-from installer.modules import MODULES, Module, by_name
-from installer.spec import Spec, get
+from installer.modules import FIRST_INSTALL_ONLY, MODULES, Module, by_name
+from installer.spec import Spec, get, has
 
 
 class Action(StrEnum):
@@ -131,6 +132,7 @@ def build_plan(spec: Spec, records: dict[str, Record], files: FilesDigest, *, fo
         step = _step(module, spec, records.get(module.name), enabled, steps, files, force,
                      (drift or {}).get(module.name))
         note = _kept_note(module, plain, kept or {}) if enabled[module.name] and plain is not None else ""
+        note = "; ".join(n for n in (step.note, note) if n)
         steps[module.name] = replace(step, note=note) if note else step
         if step.action == Action.UNINSTALL and module.name in purge:
             steps[module.name] = replace(steps[module.name], purge=True,
@@ -157,7 +159,9 @@ def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, 
         why = f"disabled; its last {intent.action} did not finish" if intent and not record.installed else "disabled"
         change = "removal of every module (uninstall --all)" if module.enabled(spec) else "enabled: true -> false"
         return Step(name, Action.UNINSTALL, changes=(change,), reason=why)
-    inputs = inputs_of(module, spec)
+    inputs, ignored = inputs_of(module, spec), ()
+    if record is not None and record.installed:
+        inputs, ignored = _first_install_only(inputs, record.inputs)
     digest = module_hash(module, inputs, files(module))
     missing = [r for r in module.requires if not enabled[r]]
     if missing:
@@ -178,10 +182,45 @@ def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, 
         changes = (*changes, *(f"drift: {d}" for d in drift))
     if changes:
         reason = "inputs changed" if record.hash != digest else "repair"
-        return Step(name, Action.UPGRADE, digest, inputs, changes, reason=reason)
+        return Step(name, Action.UPGRADE, digest, inputs, changes, reason=reason,
+                    note="; ".join(f"spec.{p} {FIRST_INSTALL_ONLY[p]}" for p in ignored))
+    note = "; ".join(f"spec.{p} {FIRST_INSTALL_ONLY[p]}" for p in ignored)
     if force:
-        return Step(name, Action.UPGRADE, digest, inputs, ("forced full run",), reason="forced")
-    return Step(name, Action.UNCHANGED, digest, inputs)
+        return Step(name, Action.UPGRADE, digest, inputs, ("forced full run",), reason="forced", note=note)
+    return Step(name, Action.UNCHANGED, digest, inputs, note=note)
+
+
+def _first_install_only(inputs: dict[str, Any], applied: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``inputs`` with the :data:`FIRST_INSTALL_ONLY` values put back to what the module was installed with;
+    the paths whose value the spec changed."""
+    out, ignored = copy.deepcopy(inputs), []
+    for path in FIRST_INSTALL_ONLY:
+        for key in inputs:
+            if key != path and not path.startswith(key + "."):
+                continue
+            if key not in applied:
+                continue  # the module did not read it when installed: nothing to keep
+            sub = path[len(key) + 1:]
+            new = inputs[key] if not sub else get(inputs[key], sub) if isinstance(inputs[key], dict) else None
+            old = applied[key] if not sub else get(applied[key], sub) if isinstance(applied[key], dict) else None
+            if new == old:
+                continue
+            ignored.append(path)
+            if not sub:
+                out[key] = copy.deepcopy(old)
+            elif isinstance(out[key], dict):
+                _put(out[key], sub, old, present=isinstance(applied[key], dict) and has(applied[key], sub))
+    return out, tuple(dict.fromkeys(ignored))
+
+
+def _put(node: dict[str, Any], path: str, value: Any, present: bool) -> None:
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    if present:
+        node[leaf] = copy.deepcopy(value)
+    else:
+        node.pop(leaf, None)
 
 
 def records_for(spec: Spec, files: FilesDigest) -> dict[str, Record]:

@@ -146,6 +146,14 @@ def test_user_jwt_secret_and_admin_password(core: Installer) -> None:
     core.apply_cc(authentication={"jwtSecret": "", "adminPassword": ""})
     assert set(core.reconcile_ok()) == {"ks-core", "ks-config"}
     assert secret_data(core) == secret
+    # The admin exists: a new adminPassword would change nothing, so nothing runs, and both places say why.
+    core.apply_cc(authentication={"jwtSecret": "", "adminPassword": "Later-Passw0rd"})
+    proc = core.reconcile()
+    assert proc.returncode == 0 and core.ran(proc) == []
+    assert "spec.authentication.adminPassword acts only at the first install" in proc.stderr
+    assert "acts only at the first install" in core.status()["modules"]["ks-core"]["message"]
+    assert "Later-Passw0rd" not in proc.stderr + str(core.status())
+    assert secret_data(core) == secret
 
 
 @pytest.mark.parametrize(("changes", "message"), [

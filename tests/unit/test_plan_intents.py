@@ -75,3 +75,21 @@ def test_purge_applies_to_uninstalls_only() -> None:
     spec = _spec()
     plan = build_plan(spec, {"monitoring": _installed("monitoring", spec)}, files, purge={"monitoring", "redis"})
     assert not any(s.purge for s in plan.steps)  # monitoring stays installed, redis was never installed
+
+
+def test_a_later_admin_password_change_runs_nothing_and_says_why() -> None:
+    first = _spec(authentication={"jwtSecret": "", "adminPassword": "First-Passw0rd"})
+    records = {n: _installed(n, first) for n in ("preinstall", "ks-core", "ks-config")}
+    later = _spec(authentication={"jwtSecret": "", "adminPassword": "Other-Passw0rd"})
+    plan = build_plan(later, records, files)
+    for name in ("preinstall", "ks-core", "ks-config"):
+        step = plan.step(name)
+        assert step.action == Action.UNCHANGED, name
+        assert step.note.startswith("spec.authentication.adminPassword acts only at the first install"), name
+    # another change to the same section still runs, and keeps the password the module was installed with
+    changed = _spec(authentication={"jwtSecret": "", "adminPassword": "Other-Passw0rd", "maximumClockSkew": "20s"})
+    step = build_plan(changed, records, files).step("ks-config")
+    assert step.action == Action.UPGRADE and step.inputs["authentication"]["adminPassword"] == "First-Passw0rd"
+    assert "adminPassword" not in " ".join(step.changes) and "maximumClockSkew" in " ".join(step.changes)
+    # a first install uses it
+    assert build_plan(later, {}, files).step("ks-core").action == Action.INSTALL
