@@ -75,17 +75,17 @@ def _valid(raw: Any, previous: dict[str, Any] | None, label: str) -> Prepared:
     return prepared
 
 
-def _offline_plan(args: argparse.Namespace, settings: Settings) -> Plan:
+def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
     def files(m: Module) -> str:
         return files_digest(m, settings.playbooks_dir, settings.roles_dir)
 
     last = _valid(_load_spec(args.last_applied), None, args.last_applied).spec if args.last_applied else None
     desired = _valid(_load_spec(args.desired), last, args.desired)
     return build_plan(desired.spec, records_for(last, files) if last else {}, files, force=args.all,
-                      plain=desired.plain, kept=desired.kept)
+                      plain=desired.plain, kept=desired.kept), desired
 
 
-def _live_plan(args: argparse.Namespace, settings: Settings) -> Plan:
+def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
     api = api_client()
     cc = ClusterConfigurations(api).get()
     if cc is None:
@@ -96,8 +96,8 @@ def _live_plan(args: argparse.Namespace, settings: Settings) -> Plan:
     return plan
 
 
-def _print_plan(plan: Plan, output: str) -> None:
-    data = plan.to_json()
+def _print_plan(plan: Plan, prepared: Prepared, output: str) -> None:
+    data = {**plan.to_json(), "migrations": prepared.migrations, "warnings": prepared.warnings}
     if output == "json":
         print(json.dumps(data, sort_keys=True))
         return
@@ -111,6 +111,10 @@ def _print_plan(plan: Plan, output: str) -> None:
         print(f"  {module}: blocked: {reason}")
     for module, note in data["notes"].items():
         print(f"  {module}: {note}")
+    for line in data["migrations"]:
+        print(f"migrated: {line}")
+    for line in data["warnings"]:
+        print(f"warning: {line}")
 
 
 def images_for(spec: dict[str, Any], settings: Settings) -> dict[str, list[str]]:
@@ -204,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             if args.last_applied and not args.desired:
                 raise UsageError("--last-applied needs --desired")
-            plan = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)
-            _print_plan(plan, args.output)
+            plan, prepared = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)
+            _print_plan(plan, prepared, args.output)
             return 0
         if args.command == "state":
             return _state(args)

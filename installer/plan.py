@@ -223,6 +223,23 @@ def _put(node: dict[str, Any], path: str, value: Any, present: bool) -> None:
         node.pop(leaf, None)
 
 
+def applied_spec(records: dict[str, Record], previous: Spec | None) -> Spec | None:
+    """What transitions are checked against: ``multicluster.clusterRole`` as the installed modules have it
+    (``host`` only if the multicluster module was installed; else the role ks-config was installed with).
+    A role that was accepted but never applied (its run failed) does not bind the next spec."""
+    if previous is None:
+        return None
+    multicluster = records.get("multicluster")
+    if multicluster is not None and multicluster.installed:
+        role = "host"
+    else:
+        config = records.get("ks-config")
+        applied = config.inputs.get("multicluster") if config is not None and config.installed else None
+        role = applied.get("clusterRole", "none") if isinstance(applied, dict) else "none"
+    section = previous.get("multicluster")
+    return {**previous, "multicluster": {**(section if isinstance(section, dict) else {}), "clusterRole": role}}
+
+
 def records_for(spec: Spec, files: FilesDigest) -> dict[str, Record]:
     """Records as if every module enabled by ``spec`` had been installed from it (dry runs)."""
     out = {}

@@ -19,7 +19,7 @@ from installer.fingerprint import files_digest
 from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
 from installer.modules import MODULES, get_module, switch_paths
-from installer.plan import Action, Intent, Plan, Record, Step, build_plan
+from installer.plan import Action, Intent, Plan, Record, Step, applied_spec, build_plan
 from installer.runner import Outcome, PlaybookRunner, clean_run_dirs
 from installer.settings import NAMESPACE, PURGE_ANNOTATION, Settings
 from installer.state import StateStore, StateUnreadable, write_mirror
@@ -115,7 +115,7 @@ class Reconciler(Events):
     def plan(self, cc: dict[str, Any], force: bool = False,
              drift: dict[str, list[str]] | None = None) -> tuple[Plan | None, list[SpecError], Any]:
         records, previous = self.store.load()
-        prepared = prepare(cc.get("spec"), previous, switch_paths())
+        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied_spec(records, previous))
         if prepared.errors:
             return None, prepared.errors, prepared
         return build_plan(prepared.spec, records, self.files, force=force, plain=prepared.plain,
@@ -162,7 +162,7 @@ class Reconciler(Events):
                                  "or uninstalled. Inspect it with `python -m installer state show` and repair it "
                                  "with `python -m installer state reset [--module M]`")
             return Result(errors=[SpecError("state", str(exc))])
-        prepared = prepare(cc.get("spec"), previous, switch_paths())
+        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied_spec(self.records, previous))
         if prepared.errors:
             self._report_invalid(prepared.errors)
             return Result(errors=prepared.errors)
@@ -170,6 +170,9 @@ class Reconciler(Events):
         if prepared.migrations:
             log.info("Migrated legacy settings: %s", "; ".join(prepared.migrations))
             self.status.update({"migrations": prepared.migrations})
+        for warning in prepared.warnings:
+            log.warning("%s", warning)
+        self.status.update({"warnings": prepared.warnings or None})
         self.store.save_spec(spec)
         purge = {m.name for m in MODULES} if purge_all else self._purge_requested(cc)
         plan = build_plan(spec, self.records, self.files, force=force, plain=prepared.plain, kept=prepared.kept,

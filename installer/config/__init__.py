@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from installer.config.advice import warnings
 from installer.config.defaults import apply_defaults, default_spec
 from installer.config.migrate import migrate
 from installer.config.secrets import redact
@@ -27,13 +28,17 @@ class Prepared:
     """Paths the cc lacks that kept their previous value (see ``prepare``'s ``keep``)."""
     plain: dict[str, Any] | None = None
     """The defaulted spec without the kept values (``None`` when nothing was kept)."""
+    warnings: list[str] = field(default_factory=list)
+    """Valid, but likely not what the user meant (see installer.config.advice)."""
 
 
-def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep: tuple[str, ...] = ()) -> Prepared:
+def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep: tuple[str, ...] = (),
+            applied: dict[str, Any] | None = None) -> Prepared:
     """Migrate, validate (the user's keys and the defaulted result) and check the transition from
-    ``previous_spec`` (the last applied spec). Each ``keep`` path the cc lacks takes its value from
-    ``previous_spec`` instead of the default: a missing section is no instruction to uninstall.
-    ``spec`` is the defaulted spec; act on it only if ``errors`` is empty."""
+    ``applied`` (what the installed modules were installed with; default ``previous_spec``). Each ``keep``
+    path the cc lacks takes its value from ``previous_spec`` (the last accepted spec) instead of the default:
+    a missing section is no instruction to uninstall. ``spec`` is the defaulted spec; act on it only if
+    ``errors`` is empty. An error under a path a migration moved names the path the user wrote."""
     if not isinstance(raw_spec, dict):
         kind = "null" if raw_spec is None else type(raw_spec).__name__
         return Prepared({}, [], [SpecError("spec", f"must be an object (mapping); got {kind}")])
@@ -49,5 +54,19 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     spec = apply_defaults(with_kept)
     plain = apply_defaults(migrated) if kept else None
     errors += [e for e in validate(spec) if e not in errors]
-    errors += validate_transition(previous_spec, spec)
-    return Prepared(spec, migrations, errors, {p: v for p, v in kept.items() if get(plain, p) != v}, plain)
+    errors += validate_transition(previous_spec if applied is None else applied, spec)
+    errors = [_as_written(e, migrations) for e in errors]
+    return Prepared(spec, migrations, errors, {p: v for p, v in kept.items() if get(plain, p) != v}, plain,
+                    warnings(spec) if not errors else [])
+
+
+def _as_written(error: SpecError, migrations: list[str]) -> SpecError:
+    """``error`` with the legacy path the user wrote, when a migration moved its value (``moved A -> B``)."""
+    for line in migrations:
+        src, sep, dst = line.removeprefix("moved ").partition(" -> ")
+        if not line.startswith("moved ") or not sep:
+            continue
+        if error.path == dst or error.path.startswith(dst + "."):
+            written = src + error.path[len(dst):]
+            return SpecError(error.path, f"{error.message} (written as {written}, a legacy key moved to {error.path})")
+    return error

@@ -129,9 +129,11 @@ def _shown(value: Any, path: str) -> str | None:
 
 
 def _got(value: Any, path: str, with_type: bool) -> str:
+    if value is None:
+        return "; got null"
     shown = _shown(value, path)
     if shown is None:
-        hidden = is_credential(path) or (is_secret(path) and not isinstance(value, dict | list))
+        hidden = is_credential(path)  # a section holding credentials is not one: its value is just not shown
         return f"; got {_type_name(value)}" + (" (value hidden: secret field)" if hidden else "")
     return f"; got {_type_name(value)} {shown}" if with_type else f"; got {shown}"
 

@@ -219,3 +219,32 @@ def test_the_plan_cli_refuses_what_the_api_server_would(tmp_path: Path, text: by
     path.write_bytes(text)
     rc, out, err = plan("--desired", path, "-o", "json")
     assert rc == 2 and out is None and words in err and "Traceback" not in err
+
+
+def test_plan_shows_migrations_and_warnings(tmp_path: Path) -> None:
+    legacy = cc_with()
+    legacy["spec"]["console"] = {"enableMultiLogin": True, "port": 30881}  # pre-3.0 place of the console settings
+    del legacy["spec"]["common"]["core"]["console"]
+    legacy["spec"]["logging"] = {"enabled": True}
+    legacy["spec"]["common"]["es"] = {"enabled": True}
+    path = tmp_path / "legacy.yaml"
+    path.write_text(yaml.safe_dump(legacy))
+    rc, out, _ = plan("--desired", path, "-o", "json")
+    assert rc == 0
+    assert "moved console -> common.core.console" in out["migrations"]
+    assert any("ships no Elasticsearch server" in w for w in out["warnings"])
+    text = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(path)],
+                          capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert "migrated: moved console -> common.core.console" in text and "warning: logging writes" in text
+
+
+def test_an_error_under_a_moved_key_names_what_the_user_wrote(tmp_path: Path) -> None:
+    legacy = cc_with()
+    legacy["spec"]["console"] = {"port": "abc"}
+    del legacy["spec"]["common"]["core"]["console"]
+    path = tmp_path / "legacy.yaml"
+    path.write_text(yaml.safe_dump(legacy))
+    rc, _, err = plan("--desired", path, "-o", "json")
+    assert rc == 2
+    assert 'common.core.console.port: must be a NodePort (integer 30000-32767); got string "abc" ' \
+           "(written as console.port, a legacy key moved to common.core.console.port)" in err

@@ -93,3 +93,19 @@ def test_a_later_admin_password_change_runs_nothing_and_says_why() -> None:
     assert "adminPassword" not in " ".join(step.changes) and "maximumClockSkew" in " ".join(step.changes)
     # a first install uses it
     assert build_plan(later, {}, files).step("ks-core").action == Action.INSTALL
+
+
+def test_cluster_role_transitions_are_checked_against_what_was_applied() -> None:
+    from installer.config import prepare
+    from installer.plan import applied_spec
+
+    host = _spec(multicluster={"clusterRole": "host"})
+    none = {**DEFAULT_CC["spec"], "multicluster": {"clusterRole": "none"}}
+    # host was accepted but its module never got installed (a failed run): going back is allowed
+    records = {"ks-config": _installed("ks-config", _spec())}
+    assert not prepare(none, host, applied=applied_spec(records, host)).errors
+    # once the host's module is installed, going back is refused and the message says how to start over
+    records["multicluster"] = _installed("multicluster", host)
+    errors = prepare(none, host, applied=applied_spec(records, host)).errors
+    assert [e.path for e in errors] == ["multicluster.clusterRole"]
+    assert "python -m installer uninstall --all" in errors[0].message
