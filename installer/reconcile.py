@@ -323,6 +323,15 @@ class Reconciler(Events):
                                   self.generation)
         self.status.flush()
 
+    def _console_still_ready(self) -> None:
+        """A reconcile that left the console modules alone keeps ConsoleReady, observed at this generation."""
+        console = next((c for c in self.status.conditions if c["type"] == "ConsoleReady"), None)
+        if self.welcome_thread is not None or console is None or console.get("status") != "True":
+            return
+        if all(self._complete(m.name) for m in MODULES if m.console):
+            self.status.condition("ConsoleReady", True, console.get("reason") or "Available",
+                                  console.get("message") or "", self.generation)
+
     def blocked(self, step: Step, because: list[str]) -> None:
         message = because[0] if len(because) == 1 and " " in because[0] else f"dependency failed: {', '.join(because)}"
         log.warning("[%s] blocked: %s", step.module, message)
@@ -361,6 +370,7 @@ class Reconciler(Events):
             self.status.condition("Ready", True, "Installed", detail, self.generation)
             log.info("Reconcile finished, Ready: %s", detail)
         self.status.condition("Reconciling", False, "Done", "reconcile finished", self.generation)
+        self._console_still_ready()
         installed = sum(1 for n in enabled if self._complete(n))
         self.status.update({"observedGeneration": self.generation, "modulesReady": f"{installed}/{len(enabled)}"})
         self.status.flush()

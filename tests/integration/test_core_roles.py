@@ -154,6 +154,8 @@ def test_user_jwt_secret_and_admin_password(core: Installer) -> None:
     assert "acts only at the first install" in core.status()["modules"]["ks-core"]["message"]
     assert "Later-Passw0rd" not in proc.stderr + str(core.status())
     assert secret_data(core) == secret
+    console = core.condition("ConsoleReady")  # still true, and observed at the generation just reconciled
+    assert console["status"] == "True" and console["observedGeneration"] == core.cc()["metadata"]["generation"]
 
 
 @pytest.mark.parametrize(("changes", "message"), [
