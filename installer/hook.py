@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         log.error("The installer could not read or write its files: %s", exc)
         return 1
+    except Exception:
+        log.exception("The installer failed unexpectedly (a bug: please report it with this log)")
+        return 1
 
 
 def _handle(triggers: set[str], cancel: threading.Event) -> int:
