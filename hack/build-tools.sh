@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the simulated cluster's binaries from pinned Go modules into a cache outside the repo.
 # Each binary is built only when its versioned file is missing, so a second run costs nothing.
-# Usage: build-tools.sh [cluster|shell-operator|kubectl|helm ...]   (default: everything)
+# Usage: build-tools.sh [cluster|shell-operator|kubectl|helm|kwok|metrics-server ...]   (default: everything)
 #   KS_TOOLS_DIR  cache dir (default ~/.cache/ks-installer/bin)
 set -euo pipefail
 
@@ -12,8 +12,9 @@ out=${KS_TOOLS_DIR:-$HOME/.cache/ks-installer/bin}
 mkdir -p "$out"
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-# Some shell-operator tags are not in the checksum database; they are still fetched from the proxy.
-export GONOSUMDB=github.com/flant/*
+# Some shell-operator and metrics-server tags are not in the checksum database; they are still fetched from
+# the proxy.
+export GONOSUMDB=github.com/flant/*,sigs.k8s.io/metrics-server
 
 log() { printf '[build-tools] %s\n' "$*" >&2; }
 have() { [ -x "$out/$1-$2" ]; }
@@ -76,7 +77,7 @@ build_plain() {  # name version package: modules without replace directives
 
 start=$(date +%s)
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=(cluster shell-operator kwok helm)
+[ ${#wanted[@]} -gt 0 ] || wanted=(cluster shell-operator kwok helm metrics-server)
 for tool in "${wanted[@]}"; do
   case $tool in
     cluster) build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubectl etcd ;;
@@ -84,6 +85,8 @@ for tool in "${wanted[@]}"; do
     shell-operator) build_shell_operator ;;
     kwok) build_plain kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok ;;
     helm) build_plain helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm ;;
+    # The real server behind the simulated cluster's APIService v1beta1.metrics.k8s.io (see simcluster.py).
+    metrics-server) build_plain metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     *) log "unknown tool $tool"; exit 2 ;;
   esac
 done

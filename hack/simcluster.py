@@ -9,6 +9,12 @@ the default StorageClass bind. Usage::
 
     with SimCluster(Path("/tmp/x")) as cluster:        # or .start() / .stop()
         cluster.kubectl("get", "nodes")
+
+Aggregated APIs: kube-apiserver routes to a Service's endpoint IPs (``--enable-aggregator-routing``; there is no
+kube-proxy). When the process may (root with CAP_NET_ADMIN), the nodes' InternalIPs are put on the host's loopback
+and a real metrics-server listens on each of them at :4443, so the metrics-server Deployment's hostNetwork pod
+(its IP is its node's) backs APIService v1beta1.metrics.k8s.io for real. Clusters running side by side get
+their own node addresses (172.31.<block>.2-4), so each reaches its own metrics-server.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import base64
 import contextlib
 import ctypes
 import datetime as dt
+import fcntl
 import ipaddress
 import json
 import os
@@ -47,13 +54,19 @@ SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"
 STORAGE_CLASS = "local"
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
-# name, InternalIP, control plane?
+# name, InternalIP, control plane? (of the first cluster; see node_set)
 NODES = (("ks-sim-control-plane", "172.31.0.2", True), ("ks-sim-worker-1", "172.31.0.3", False),
          ("ks-sim-worker-2", "172.31.0.4", False))
+# Node address blocks on the host's loopback, one per running cluster (172.31.<block>.0/24): claims and a lock.
+ADDRESS_DIR = Path("/tmp/ks-sim-addresses")
+ADDRESS_BLOCKS = 64
+# The port of the metrics-server Deployment (roles/metrics-server), served on every node address.
+METRICS_SERVER_PORT = 4443
 _VERSION_KEYS = {
     "kube-apiserver": "KUBERNETES_VERSION", "kube-controller-manager": "KUBERNETES_VERSION",
     "kube-scheduler": "KUBERNETES_VERSION", "kubectl": "KUBERNETES_VERSION", "etcd": "ETCD_VERSION",
     "shell-operator": "SHELL_OPERATOR_VERSION", "kwok": "KWOK_VERSION", "helm": "HELM_VERSION",
+    "metrics-server": "METRICS_SERVER_VERSION",
 }
 # Tools linked without their version suffix into <state>/bin, for PATH.
 PLAIN_TOOLS = ("kubectl", "helm", "shell-operator", "kwok")
@@ -206,6 +219,93 @@ def _signal_and_wait(rec: dict[str, Any], sig: signal.Signals, timeout: float) -
             return True
         time.sleep(0.05)
     return False
+
+
+# ---------------------------------------------------------------------------------------- node addresses
+
+
+def node_set(block: int) -> tuple[tuple[str, str, bool], ...]:
+    """:data:`NODES` with their InternalIPs in 172.31.<block>.0/24."""
+    return tuple((name, f"172.31.{block}.{ip.rsplit('.', 1)[1]}", cp) for name, ip, cp in NODES)
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """``ip <args>`` (argv, never a shell); None when there is no ``ip`` command."""
+    try:
+        return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def loopback_addresses() -> set[str]:
+    """The IPv4 addresses on ``lo``."""
+    proc = _ip("-o", "-4", "addr", "show", "dev", "lo")
+    if proc is None or proc.returncode:
+        return set()
+    return {f.split("/")[0] for line in proc.stdout.splitlines() for f in line.split()[3:4]}
+
+
+def add_loopback(ip: str) -> bool:
+    """Put ``ip``/32 on ``lo`` (there already is fine); whether it is there."""
+    proc = _ip("addr", "add", f"{ip}/32", "dev", "lo")
+    return proc is not None and (proc.returncode == 0 or "File exists" in proc.stderr)
+
+
+def remove_loopback(ip: str) -> None:
+    _ip("addr", "del", f"{ip}/32", "dev", "lo")
+
+
+def _claim_live(claim: Path) -> bool:
+    """Whether a block claim belongs to a cluster that runs or to a process still starting one."""
+    try:
+        owner = json.loads(claim.read_text())
+    except (OSError, ValueError):
+        return False
+    if pid_alive(owner.get("pid", -1)):
+        return True
+    return SimCluster(owner.get("state_dir", "/nonexistent"), quiet=True).running()
+
+
+def claim_node_block(state_dir: Path) -> tuple[int, list[str]]:
+    """The first free block of node addresses, put on ``lo`` and claimed for ``state_dir``: (block, addresses).
+    (0, []) when addresses cannot be added (no CAP_NET_ADMIN, no ``ip``): the nodes keep 172.31.0.x, unreachable."""
+    ADDRESS_DIR.mkdir(exist_ok=True)
+    with (ADDRESS_DIR / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        present = loopback_addresses()
+        for block in range(ADDRESS_BLOCKS):
+            claim = ADDRESS_DIR / f"block-{block}.json"
+            ips = [ip for _, ip, _ in node_set(block)]
+            if _claim_live(claim) or (not claim.exists() and present & set(ips)):
+                continue  # another cluster's (or someone else's addresses)
+            added: list[str] = []
+            for ip in ips:
+                if not add_loopback(ip):
+                    for done in added:
+                        remove_loopback(done)
+                    return 0, []
+                added.append(ip)
+            claim.write_text(json.dumps({"state_dir": str(state_dir), "pid": os.getpid()}))
+            return block, added
+    return 0, []
+
+
+def release_node_block(block: int, addresses: list[str], state_dir: Path) -> None:
+    """Remove the addresses of a block claimed for ``state_dir`` from ``lo`` and drop the claim."""
+    if not addresses:
+        return
+    with (ADDRESS_DIR / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        claim = ADDRESS_DIR / f"block-{block}.json"
+        try:
+            owner = json.loads(claim.read_text()).get("state_dir")
+        except (OSError, ValueError):
+            owner = None
+        if owner not in (None, str(state_dir)):
+            return  # reclaimed by another cluster meanwhile
+        for ip in addresses:
+            remove_loopback(ip)
+        claim.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------------------------------------ pki
@@ -672,6 +772,8 @@ class Proc:
     pid: int
     argv0: str
     log: Path
+    essential: bool = True
+    """Whether start-up fails when it exits (metrics-server is not: without it only metrics.k8s.io is missing)."""
 
     def record(self) -> dict[str, Any]:
         return {"name": self.name, "pid": self.pid, "argv0": self.argv0, "log": str(self.log)}
@@ -690,6 +792,8 @@ class SimCluster:
         self.startup_seconds = 0.0
         self.kubeconfig = self.state_dir / "kubeconfig"
         self._owned = True
+        self.node_block = 0
+        self.addresses: list[str] = []
 
     # -- paths
     @property
@@ -709,6 +813,18 @@ class SimCluster:
     def server(self) -> str:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
+    @property
+    def nodes(self) -> tuple[tuple[str, str, bool], ...]:
+        """(name, InternalIP, control plane?) of this cluster's Nodes."""
+        return node_set(self.node_block)
+
+    def _load_state(self) -> None:
+        """Ports and node addresses from ``<state>/cluster.json``."""
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            state = json.loads((self.state_dir / "cluster.json").read_text())
+            self.ports = state["ports"]
+            self.node_block, self.addresses = state.get("node_block", 0), state.get("addresses", [])
+
     @classmethod
     def attach(cls, kubeconfig: Path | str) -> SimCluster:
         """A handle on an already running cluster (``stop()`` leaves it running)."""
@@ -717,8 +833,7 @@ class SimCluster:
             raise SimClusterError(f"no kubeconfig at {kubeconfig}")
         self = cls(kubeconfig.parent)
         self.kubeconfig, self._owned = kubeconfig, False
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            self.ports = json.loads((self.state_dir / "cluster.json").read_text())["ports"]
+        self._load_state()
         return self
 
     # -- helpers for users
@@ -781,6 +896,7 @@ class SimCluster:
             self._prepare()
             self._start_etcd(timeout)
             self._start_apiserver(timeout)
+            self._start_metrics_servers()
             self._start_controllers()
             self._bootstrap(timeout)
         except BaseException:
@@ -796,11 +912,15 @@ class SimCluster:
         atexit.unregister(self.stop)
         if not self._owned:
             return
+        if not self.procs:
+            self._load_state()
         stop_processes(reversed(self.records()))
         for p in self.procs:
             if p.popen is not None:
                 p.popen.wait(timeout=5)
         self.procs = []
+        release_node_block(self.node_block, self.addresses, self.state_dir)
+        self.addresses = []
         if remove and self._disposable():
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
@@ -817,8 +937,10 @@ class SimCluster:
     def _prepare(self) -> None:
         names = ["etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler"]
         self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        self.node_block, self.addresses = claim_node_block(self.state_dir)
         (self.state_dir / "cluster.json").write_text(json.dumps(
-            {"server": self.server, "ports": self.ports, "kubeconfig": str(self.kubeconfig)}, indent=2))
+            {"server": self.server, "ports": self.ports, "kubeconfig": str(self.kubeconfig),
+             "node_block": self.node_block, "addresses": self.addresses}, indent=2))
         write_pki(self.pki)
         self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki))
         self.kubeconfig.chmod(0o600)
@@ -828,11 +950,12 @@ class SimCluster:
                 (self.bin_dir / name).symlink_to(tool_path(name))
         (self.state_dir / "kwok.yaml").write_text(KWOK_STAGES)
 
-    def _spawn(self, name: str, tool: str, args: list[str], env: dict[str, str] | None = None) -> Proc:
+    def _spawn(self, name: str, tool: str, args: list[str], env: dict[str, str] | None = None,
+               essential: bool = True) -> Proc:
         argv0 = str(tool_path(tool))
         log = self.logs / f"{name}.log"
         popen = spawn([argv0, *args], log, env=env, cwd=self.state_dir, die_with_parent=self.die_with_parent)
-        proc = Proc(name, popen, popen.pid, argv0, log)
+        proc = Proc(name, popen, popen.pid, argv0, log, essential)
         self.procs.append(proc)
         (self.state_dir / "pids.json").write_text(json.dumps(self.records(), indent=2))
         return proc
@@ -842,7 +965,7 @@ class SimCluster:
         deadline, last = time.monotonic() + timeout, "not ready"
         while time.monotonic() < deadline:
             for p in self.procs:
-                if p.popen is not None and p.popen.poll() is not None:
+                if p.essential and p.popen is not None and p.popen.poll() is not None:
                     raise SimClusterError(f"{p.name} exited with {p.popen.returncode} while waiting for {what}; "
                                           f"tail of {p.log}:\n{log_tail(p.log)}")
             try:
@@ -875,7 +998,9 @@ class SimCluster:
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
             "--bind-address=127.0.0.1", f"--secure-port={self.ports['apiserver']}",
             # the Endpoints API rejects loopback: advertise the control-plane node's (never dialled) address
-            f"--advertise-address={NODES[0][1]}",
+            f"--advertise-address={self.nodes[0][1]}",
+            # aggregated APIs (and webhooks) are dialled at their Service's endpoint IPs: there is no kube-proxy
+            "--enable-aggregator-routing=true",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}", "--authorization-mode=Node,RBAC",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -891,6 +1016,30 @@ class SimCluster:
         ])
         api = Api(self.server, pki)
         self._wait("kube-apiserver /readyz", lambda: api.call("GET", "/readyz") == "ok", timeout, ["kube-apiserver"])
+
+    def _start_metrics_servers(self) -> None:
+        """A real metrics-server on each node address (not waited for): the metrics-server Deployment's pod uses
+        hostNetwork, so its endpoint is <node IP>:4443 and the API server's discovery check reaches one of these.
+        It authenticates and authorises requests through the API server with the admin kubeconfig. Kubelet
+        scrapes fail on kwok nodes, so `kubectl top` has no numbers; discovery (APIService Available) works."""
+        if not self.addresses:
+            self._say("node addresses are not on the loopback (needs CAP_NET_ADMIN): no metrics-server, "
+                      "APIService v1beta1.metrics.k8s.io will not become Available")
+            return
+        try:
+            tool_path("metrics-server")
+        except SimClusterError as exc:
+            self._say(f"no metrics-server ({exc}); APIService v1beta1.metrics.k8s.io will not become Available")
+            return
+        kc = str(self.kubeconfig)
+        for name, ip, _ in self.nodes:
+            certs = self.state_dir / "metrics-server" / name
+            certs.mkdir(parents=True)
+            self._spawn(f"metrics-server-{name}", "metrics-server", [
+                f"--bind-address={ip}", f"--secure-port={METRICS_SERVER_PORT}", f"--cert-dir={certs}",
+                f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
+                "--kubelet-insecure-tls", "--kubelet-preferred-address-types=InternalIP", "--logtostderr", "--v=1",
+            ], essential=False)
 
     def _start_controllers(self) -> None:
         pki, kc = self.pki, str(self.kubeconfig)
@@ -916,7 +1065,7 @@ class SimCluster:
     def _bootstrap(self, timeout: float) -> None:
         api = Api(self.server, self.pki)
         kubelet = versions()["KUBERNETES_VERSION"]
-        for name, ip, cp in NODES:
+        for name, ip, cp in self.nodes:
             api.create("/api/v1/nodes", node_manifest(name, ip, cp, kubelet))
         api.create("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS_MANIFEST)
 
@@ -924,7 +1073,7 @@ class SimCluster:
             items = api.call("GET", "/api/v1/nodes")["items"]
             ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
                                              for c in n.get("status", {}).get("conditions", []))]
-            return len(ready) >= len(NODES)
+            return len(ready) >= len(self.nodes)
 
         def healthz(port: str) -> Callable[[], bool]:
             ctx = ssl._create_unverified_context()  # self-signed serving certs of kcm/scheduler

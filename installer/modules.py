@@ -159,8 +159,9 @@ class Module:
 MODULES: tuple[Module, ...] = (
     Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True,
            images=("snapshot_controller",)),
-    Module("metrics_server", flag("metrics_server.enabled"), ("metrics_server",), ("preinstall",),
-           status_key="metricsServer"),
+    Module("metrics_server", flag("metrics_server.enabled"),
+           ("metrics_server.nodeSelector", "metrics_server.tolerations", "metrics_server.affinity"), ("preinstall",),
+           status_key="metricsServer", images=("metrics_server",)),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
            status_key="redis", images=_redis_images),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),

@@ -16,10 +16,12 @@ import pytest
 from kubernetes import client
 from simcluster import (
     KWOK_NODE_ANNOTATION,
+    METRICS_SERVER_PORT,
     NODES,
     POD_CIDR,
     STORAGE_CLASS,
     SimCluster,
+    loopback_addresses,
     pid_alive,
     port_open,
 )
@@ -67,10 +69,11 @@ def test_custom_object_spec_and_status_subresource(widgets: Any, namespace: str)
     assert live["metadata"]["generation"] == 3
 
 
-def test_nodes_are_kwok_nodes_and_ready(kube_api: client.ApiClient) -> None:
+def test_nodes_are_kwok_nodes_and_ready(sim_cluster: SimCluster, kube_api: client.ApiClient) -> None:
     nodes = {n.metadata.name: n for n in client.CoreV1Api(kube_api).list_node().items}
     assert set(nodes) >= {name for name, _, _ in NODES}
-    for name, ip, control_plane in NODES:
+    assert [name for name, _, _ in sim_cluster.nodes] == [name for name, _, _ in NODES]
+    for name, ip, control_plane in sim_cluster.nodes:
         node = nodes[name]
         assert node.metadata.annotations[KWOK_NODE_ANNOTATION[0]] == KWOK_NODE_ANNOTATION[1]
         assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
@@ -153,14 +156,28 @@ def _assert_gone(records: list[dict[str, Any]], ports: dict[str, int]) -> None:
     assert not [p for p in ports.values() if port_open(p)], f"ports still open: {ports}"
 
 
-def test_second_cluster_stops_without_leftovers(tmp_path: Path) -> None:
+def metrics_servers(cluster: SimCluster) -> list[dict[str, Any]]:
+    return [r for r in cluster.records() if r["name"].startswith("metrics-server-")]
+
+
+def test_second_cluster_stops_without_leftovers(sim_cluster: SimCluster, tmp_path: Path) -> None:
     with SimCluster(tmp_path / "second", die_with_parent=True, quiet=True) as second:
         records, ports = second.records(), dict(second.ports)
-        assert {r["name"] for r in records} == {"etcd", "kube-apiserver", "kube-controller-manager",
-                                                "kube-scheduler", "kwok"}
+        names = {r["name"] for r in records}
+        assert names - {r["name"] for r in metrics_servers(second)} == {
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
         assert all(pid_alive(r["pid"], r["argv0"]) for r in records)
         assert port_open(ports["apiserver"])
+        addresses = list(second.addresses)
+        if addresses:  # node addresses on the loopback: its own block, a metrics-server listening on each
+            assert addresses == [ip for _, ip, _ in second.nodes]
+            assert set(addresses) <= loopback_addresses()
+            assert not set(addresses) & set(sim_cluster.addresses), "two clusters share node addresses"
+            assert len(metrics_servers(second)) == len(second.nodes)
+            for ip in addresses:
+                eventually(lambda ip=ip: port_open(METRICS_SERVER_PORT, ip), 30, f"metrics-server on {ip}")
     _assert_gone(records, ports)
+    assert not set(addresses) & loopback_addresses(), "node addresses left on the loopback"
     assert not second.state_dir.exists()
 
 
@@ -175,6 +192,10 @@ def test_cli_up_and_down_from_other_processes(tmp_path: Path) -> None:
         assert "simulated cluster up in" in up.stderr
         records = json.loads((state / "pids.json").read_text())
         ports = json.loads((state / "cluster.json").read_text())["ports"]
+        addresses = json.loads((state / "cluster.json").read_text())["addresses"]
+        again = subprocess.run([*cli, "up"], env=env, capture_output=True, text=True, timeout=60, check=False)
+        assert again.returncode == 1 and "already runs" in again.stderr, again.stderr  # and changes nothing
+        assert json.loads((state / "pids.json").read_text()) == records
         status = subprocess.run([*cli, "status"], env=env, capture_output=True, text=True, timeout=30, check=False)
         assert status.returncode == 0, status.stdout + status.stderr
         assert "readyz: ok" in status.stdout
@@ -182,4 +203,5 @@ def test_cli_up_and_down_from_other_processes(tmp_path: Path) -> None:
         down = subprocess.run([*cli, "down"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert down.returncode == 0, down.stderr
     _assert_gone(records, ports)
+    assert not set(addresses) & loopback_addresses(), "node addresses left on the loopback"
     assert not state.exists()
