@@ -169,8 +169,13 @@ class Manifests:
             res = self._resource(obj["apiVersion"], obj["kind"])
             before = self._get(res, obj)
             # Never adopt a namespace someone else created: it must survive this module's uninstall.
-            adopt = obj["kind"] != "Namespace" or before is None or (
-                (before.metadata.labels or {}).get(MODULE_LABEL) == self.module)
+            owner = (before.metadata.labels or {}).get(MODULE_LABEL) if before is not None else None
+            adopt = obj["kind"] != "Namespace" or before is None or owner == self.module
+            if not adopt and owner:
+                # Another module's namespace: applying it under the shared field manager would take that
+                # module's fields (its label included) away. It exists; leave it to its owner.
+                result.kept.append(f"{ident(obj)} (belongs to module {owner})")
+                continue
             body = self._labelled(obj, adopt)
             try:
                 after = res.server_side_apply(body=body, name=body["metadata"]["name"],
@@ -259,6 +264,8 @@ class Manifests:
             result.kept.append(ident(obj) + " (custom resources of it are left)")
         elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
             result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
+        elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"])):
+            result.kept.append(ident(obj) + f" (holds objects of {', '.join(others)})")
         else:
             self._delete(obj, result)
 
@@ -287,6 +294,22 @@ class Manifests:
         except ApiException:
             return True  # cannot tell: keep it
         return bool(items.get("items"))
+
+    def _other_modules_in(self, namespace: str) -> list[str]:
+        """Other modules with workloads, Services, ConfigMaps or Secrets in ``namespace`` (deleting it would
+        delete theirs)."""
+        selector = f"{MODULE_LABEL},{MODULE_LABEL}!={self.module}"
+        core, apps = client.CoreV1Api(self.dyn.client), client.AppsV1Api(self.dyn.client)
+        found: set[str] = set()
+        for lister in (apps.list_namespaced_deployment, apps.list_namespaced_stateful_set,
+                       apps.list_namespaced_daemon_set, core.list_namespaced_service,
+                       core.list_namespaced_config_map, core.list_namespaced_secret):
+            try:
+                items = lister(namespace, label_selector=selector).items
+            except ApiException:
+                continue
+            found |= {(i.metadata.labels or {}).get(MODULE_LABEL, "") for i in items}
+        return sorted(found - {""})
 
     def _has_pvcs(self, namespace: str) -> bool:
         return bool(client.CoreV1Api(self.dyn.client).list_namespaced_persistent_volume_claim(namespace).items)

@@ -109,6 +109,16 @@ def _monitoring_images(spec: Spec) -> tuple[str, ...]:
             "node_exporter", "alertmanager", "kube_rbac_proxy")
 
 
+def _opensearch_images(spec: Spec) -> tuple[str, ...]:
+    """The Elasticsearch curator; or the OpenSearch curator for an external host; or the whole cluster."""
+    if _es(spec):
+        return ("elasticsearch_curator",)
+    if get(spec, "common.opensearch.externalOpensearchHost"):
+        return ("opensearch_curator",)
+    dashboard = ("opensearch_dashboards",) if get(spec, "common.opensearch.dashboard.enabled") is True else ()
+    return ("opensearch", "busybox", "opensearch_curator", *dashboard)
+
+
 @dataclass(frozen=True)
 class Module:
     """One installable unit of KubeSphere."""
@@ -170,7 +180,8 @@ MODULES: tuple[Module, ...] = (
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
            images=("minio", "mc")),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
-           ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator))),
+           ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator)),
+           images=_opensearch_images),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
            images=("fluentbit_operator", "fluent_bit", "docker")),
