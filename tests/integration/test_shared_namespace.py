@@ -1,0 +1,42 @@
+"""Two modules rendering the same namespace (opensearch and fluentbit both need kubesphere-logging-system):
+the first to create it owns it, the other never re-applies it, and no uninstall deletes it while another
+module's objects are in it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from installer.manifests import Manifests
+from installer.settings import MODULE_LABEL
+
+pytestmark = pytest.mark.cluster
+
+
+def test_a_namespace_stays_its_owners_and_outlives_its_owner_while_used(kube_api: client.ApiClient) -> None:
+    ns = f"t-shared-{uuid.uuid4().hex[:6]}"
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": ns, "labels": {"kubesphere.io/namespace": ns}}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b-config", "namespace": ns},
+              "data": {"k": "v"}}
+    first, second = Manifests(kube_api, "mod-a"), Manifests(kube_api, "mod-b")
+    core = client.CoreV1Api(kube_api)
+    try:
+        first.apply([namespace])
+        result = second.apply([{**namespace, "metadata": {"name": ns, "labels": {"other": "label"}}}, config])
+        assert f"Namespace/{ns} (belongs to module mod-a)" in result.kept
+        labels = core.read_namespace(ns).metadata.labels
+        assert labels[MODULE_LABEL] == "mod-a" and labels["kubesphere.io/namespace"] == ns and "other" not in labels
+        removed = first.delete([namespace])
+        assert any("holds objects of mod-b" in k for k in removed.kept), removed.kept
+        assert core.read_namespaced_config_map("b-config", ns).data == {"k": "v"}
+        second.delete([config])
+        assert first.delete([namespace]).deleted == [f"Namespace/{ns}"]
+    finally:
+        try:
+            core.delete_namespace(ns)
+        except ApiException as exc:
+            assert exc.status == 404
