@@ -85,7 +85,8 @@ def _minio(spec: Spec) -> bool:
 
 
 log_store_needed = Switch(_log_store, (*_LOG_CONSUMERS, "common.opensearch.enabled", "common.es.enabled"))
-minio_needed = Switch(_minio, ("devops.enabled", "openpitrix.store.enabled", "common.s3.endpoint"))
+# common.s3.endpoint turns MinIO off, but is not a kept switch: removing it is how a user goes back to MinIO.
+minio_needed = Switch(_minio, ("devops.enabled", "openpitrix.store.enabled"))
 
 _LOG_BACKEND = ("common.es", "common.opensearch")
 

@@ -248,3 +248,13 @@ def test_an_error_under_a_moved_key_names_what_the_user_wrote(tmp_path: Path) ->
     assert rc == 2
     assert 'common.core.console.port: must be a NodePort (integer 30000-32767); got string "abc" ' \
            "(written as console.port, a legacy key moved to common.core.console.port)" in err
+
+
+def test_removing_the_external_s3_brings_minio_back(tmp_path: Path) -> None:
+    store = {"store": {"enabled": True}}
+    last = _cc(tmp_path, "last", openpitrix=store, common__s3={"endpoint": "https://s3.example.com",
+                                                               "accessKeyID": "ak", "secretAccessKey": "sk"})
+    desired = _cc(tmp_path, "desired", openpitrix=store)  # common.s3 removed
+    rc, out, _ = plan("--desired", desired, "--last-applied", last, "-o", "json")
+    assert rc == 0
+    assert "minio" in out["install"] and "minio" not in out["notes"]
