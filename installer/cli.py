@@ -90,10 +90,10 @@ def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prep
     cc = ClusterConfigurations(api).get()
     if cc is None:
         raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
-    plan, errors, _ = Reconciler(api, settings).plan(cc, force=args.all)
+    plan, errors, prepared = Reconciler(api, settings).plan(cc, force=args.all)
     if plan is None:
         raise UsageError("the cc spec is invalid:\n" + "\n".join(f"  {e.path}: {e.message}" for e in errors))
-    return plan
+    return plan, prepared
 
 
 def _print_plan(plan: Plan, prepared: Prepared, output: str) -> None:

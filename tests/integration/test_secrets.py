@@ -4,6 +4,7 @@ it writes outside the cluster's Secrets (logs, results, run dirs, status, state 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import sys
@@ -62,22 +63,27 @@ def _texts(root: Path) -> dict[str, str]:
 def etcd_secret(installer: Installer) -> Iterator[None]:
     _etcd_secret(installer.api)
     yield
-    client.CoreV1Api(installer.api).delete_namespaced_secret("kube-etcd-client-certs", "kubesphere-monitoring-system")
+    core = client.CoreV1Api(installer.api)
+    core.delete_namespaced_secret("kube-etcd-client-certs", "kubesphere-monitoring-system")
+    for delete in (core.delete_namespaced_secret, core.delete_namespaced_persistent_volume_claim):
+        with contextlib.suppress(ApiException):  # MinIO's keys and volume, kept by its uninstall
+            delete("minio", NAMESPACE)
 
 
 @pytest.mark.usefixtures("etcd_secret")
 def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Installer, tmp_path: Path) -> None:
     etcd = {"monitoring": True, "tlsEnable": True, "endpointIps": "172.31.0.2"}
-    installer.apply_cc(authentication=_auth(CANARIES["clientSecret"]), etcd=etcd)
+    store = {"store": {"enabled": True}}  # MinIO: generated keys
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret"]), etcd=etcd, openpitrix=store)
     logs = [installer.reconcile()]
-    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd)  # a change: diff lines
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd, openpitrix=store)  # diff lines
     logs.append(installer.reconcile())
     assert all(p.returncode == 0 for p in logs), logs[-1].stderr[-3000:]
     assert "clientSecret: <redacted> -> <redacted>" in logs[-1].stderr
 
     # a run killed mid-playbook leaves its private data dir (the spec as extra-vars) until the next start
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "network", SLOW))
-    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd,
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd, openpitrix=store,
                        network={"topology": {"type": "weave-scope"}})
     proc = start_until(installer, "Slow | Wait")
     kill_tree(proc.pid)
@@ -85,8 +91,10 @@ def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Instal
     del installer.env["KS_PLAYBOOKS_DIR"]
     logs.append(installer.reconcile())
 
-    generated = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data["token"]
-    secrets = [*CANARIES.values(), base64.b64decode(generated).decode()]
+    core = client.CoreV1Api(installer.api)
+    generated = [core.read_namespaced_secret("kubesphere-secret", NAMESPACE).data["token"],
+                 *core.read_namespaced_secret("minio", NAMESPACE).data.values()]
+    secrets = [*CANARIES.values(), *(base64.b64decode(g).decode() for g in generated)]
     show = [subprocess.run([sys.executable, "-m", "installer", *args], env=installer.environ(), capture_output=True,
                            text=True, check=True).stdout for args in (["plan"], ["state", "show"])]
     places = {**_texts(installer.results.parent), "cc status": json.dumps(installer.status()),
