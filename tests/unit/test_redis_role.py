@@ -208,14 +208,14 @@ def test_ha_scheduling(rendered: dict[str, Objects]) -> None:
 
 
 def test_live_claim_filter() -> None:
-    f = filter_plugins("redis", "redis")
+    live_claim = filter_plugins("kubesphere-defaults", "ks_volumes").FilterModule().filters()["ks_live_claim"]
     claim = {"resources": {"requests": {"storage": "3Gi"}}, "storageClassName": "x"}
-    assert f.ks_redis_live_claim([]) == {}
-    assert f.ks_redis_live_claim([{"kind": "PersistentVolumeClaim", "spec": claim}]) == {
+    assert live_claim([]) == {}
+    assert live_claim([{"kind": "PersistentVolumeClaim", "spec": claim}]) == {
         "storage": "3Gi", "storageClassName": "x"}
     statefulset = {"kind": "StatefulSet", "spec": {"volumeClaimTemplates": [{"spec": {
         "resources": {"requests": {"storage": "4Gi"}}}}]}}
-    assert f.ks_redis_live_claim([statefulset, {"kind": "PersistentVolumeClaim", "spec": claim}]) == {
+    assert live_claim([statefulset, {"kind": "PersistentVolumeClaim", "spec": claim}]) == {
         "storage": "4Gi"}
 
 

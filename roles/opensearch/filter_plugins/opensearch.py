@@ -5,29 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-
-def _claim(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The claim spec of a PersistentVolumeClaim, or of a StatefulSet's first volume claim template."""
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == "StatefulSet":
-        templates = spec.get("volumeClaimTemplates") or [{}]
-        return templates[0].get("spec") or {}
-    return spec
-
-
-def ks_opensearch_live_claim(objects: list[Mapping[str, Any]]) -> dict[str, str]:
-    """``{"storage": ..., "storageClassName": ...}`` of the first object with a sized claim (a live StatefulSet's
-    template before the volume of its first replica), else ``{}``; a StorageClass the claim does not name is
-    left out."""
-    for obj in objects:
-        claim = _claim(obj)
-        storage = ((claim.get("resources") or {}).get("requests") or {}).get("storage")
-        if storage:
-            out = {"storage": str(storage)}
-            if claim.get("storageClassName") is not None:
-                out["storageClassName"] = str(claim["storageClassName"])
-            return out
-    return {}
+from installer.claims import live_claim
 
 
 def ks_opensearch_live_claims(results: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
@@ -38,7 +16,7 @@ def ks_opensearch_live_claims(results: list[Mapping[str, Any]]) -> dict[str, dic
         group = (result.get("item") or {}).get("group")
         if group:
             found.setdefault(group, []).extend(result.get("resources") or [])
-    claims = {group: ks_opensearch_live_claim(objects) for group, objects in found.items()}
+    claims = {group: live_claim(objects) for group, objects in found.items()}
     return {group: claim for group, claim in claims.items() if claim}
 
 
@@ -63,7 +41,6 @@ def ks_opensearch_container_port(port: Mapping[str, Any]) -> dict[str, Any]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"ks_opensearch_live_claim": ks_opensearch_live_claim,
-                "ks_opensearch_live_claims": ks_opensearch_live_claims,
+        return {"ks_opensearch_live_claims": ks_opensearch_live_claims,
                 "ks_opensearch_replicas": ks_opensearch_replicas,
                 "ks_opensearch_container_port": ks_opensearch_container_port}

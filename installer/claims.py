@@ -1,4 +1,4 @@
-"""Jinja filters of the redis role."""
+"""The volume an existing workload already has, so a re-render keeps its size and StorageClass."""
 
 from __future__ import annotations
 
@@ -15,20 +15,16 @@ def _claim(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec
 
 
-def ks_redis_live_claim(objects: list[Mapping[str, Any]]) -> dict[str, str]:
-    """``{"storage": ..., "storageClassName": ...}`` of the first object with a sized claim, else ``{}``
-    (a StorageClass the claim does not name is left out)."""
+def live_claim(objects: list[Mapping[str, Any]]) -> dict[str, str]:
+    """``{"storage": ..., "storageClassName": ...}`` of the first object with a sized claim (put a live
+    StatefulSet before the volume of its first replica: its template cannot change), else ``{}``; a
+    StorageClass the claim does not name is left out."""
     for obj in objects:
         claim = _claim(obj)
         storage = ((claim.get("resources") or {}).get("requests") or {}).get("storage")
         if storage:
             out = {"storage": str(storage)}
-            if claim.get("storageClassName"):
+            if claim.get("storageClassName") is not None:
                 out["storageClassName"] = str(claim["storageClassName"])
             return out
     return {}
-
-
-class FilterModule:
-    def filters(self) -> dict[str, Any]:
-        return {"ks_redis_live_claim": ks_redis_live_claim}
