@@ -97,6 +97,21 @@ class Installer:
         """The installer's objects by module: ``{module: {"Kind/ns/name": resourceVersion}}``."""
         return labelled_objects(self.api)
 
+    def leftovers(self, *modules: str) -> set[str]:
+        """Objects of ``modules`` that an uninstall should have removed: not the CRDs and PVCs it keeps, nor a
+        namespace that still holds PVCs."""
+        core = client.CoreV1Api(self.api)
+        out = set()
+        for module in modules:
+            for key in self.module_objects().get(module, {}):
+                kind, _, name = key.split("/", 2)
+                if kind in ("CustomResourceDefinition", "PersistentVolumeClaim"):
+                    continue
+                if kind == "Namespace" and core.list_namespaced_persistent_volume_claim(name.strip("/")).items:
+                    continue
+                out.add(key)
+        return out
+
     def ran(self, proc: subprocess.CompletedProcess[str]) -> list[str]:
         """Modules whose playbook ran, from the log lines users see."""
         return sorted(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("task ")

@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kubernetes import client
 
 from .conftest import REPO, Installer, kill_tree, stored_state
 
@@ -105,10 +104,7 @@ def test_derived_opensearch_is_uninstalled_with_its_last_consumer(installer: Ins
     stderr = proc.stderr
     assert stderr.index("Start uninstalling logging") < stderr.index("task logging status")
     assert stderr.index("task logging status") < stderr.index("Start uninstalling opensearch")
-    left = {key for m in ("fluentbit", "logging", "opensearch") for key in installer.module_objects().get(m, {})}
-    assert {key.split("/")[0] for key in left} <= {"CustomResourceDefinition", "PersistentVolumeClaim"} | (
-        {"Namespace"} if client.CoreV1Api(installer.api).list_namespaced_persistent_volume_claim(
-            "kubesphere-logging-system").items else set()), left  # a namespace stays with the volumes it holds
+    assert not installer.leftovers("fluentbit", "logging", "opensearch")
 
 
 def test_failed_module_blocks_dependents_and_is_retried(installer: Installer, tmp_path: Path) -> None:

@@ -139,7 +139,7 @@ def test_absent_section_keeps_modules_until_explicitly_disabled(installer: Insta
     proc = installer.reconcile()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert set(installer.ran(proc)) >= optional
-    assert not optional & set(installer.module_objects())
+    assert not installer.leftovers(*optional)
 
 
 def test_missing_state_secret_uninstalls_nothing(installer: Installer) -> None:
