@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
@@ -33,3 +37,20 @@ def labelled_objects(api: client.ApiClient) -> dict[str, dict[str, str]]:
             key = f"{kind}/{meta.namespace or ''}/{meta.name}"
             out.setdefault(meta.labels[MODULE_LABEL], {})[key] = meta.resourceVersion
     return out
+
+
+def delete_namespace(api: client.ApiClient, name: str, timeout: float = 120) -> None:
+    """Delete namespace ``name`` (as a user would by hand) and wait until it is gone."""
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(ApiException):
+        core.delete_namespace(name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            core.read_namespace(name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        time.sleep(0.5)
+    raise AssertionError(f"namespace {name} still present after {timeout}s")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from cluster_objects import delete_namespace
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -39,22 +39,6 @@ LOGGING_OFF = {"logging": {"enabled": False}, "common__opensearch": {"enabled": 
 OTHER_INPUT = "tail-from-another-module"
 
 
-def _delete_namespace(api: client.ApiClient, timeout: float = 120) -> None:
-    core = client.CoreV1Api(api)
-    with contextlib.suppress(ApiException):
-        core.delete_namespace(NS)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            core.read_namespace(NS)
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            raise
-        time.sleep(0.5)
-    raise AssertionError(f"namespace {NS} still present after {timeout}s")
-
-
 def _clean(api: client.ApiClient) -> None:
     """Remove what a run leaves behind: the namespace (with the CRs), cluster RBAC; the CRDs stay by design."""
     rbac = client.RbacAuthorizationV1Api(api)
@@ -62,7 +46,7 @@ def _clean(api: client.ApiClient) -> None:
                  lambda: rbac.delete_cluster_role("kubesphere:operator:fluentbit-operator")):
         with contextlib.suppress(ApiException):
             call()
-    _delete_namespace(api)
+    delete_namespace(api, NS)
 
 
 @pytest.fixture
@@ -133,7 +117,7 @@ def test_fluentbit_install_timeout_change_uninstall_and_reenable(fluentbit: Inst
 
     # The user deletes the namespace by hand; a scheduling change re-runs fluentbit alone, which brings everything
     # back, the operator on the nodes it selects.
-    _delete_namespace(api)
+    delete_namespace(api, NS)
     linux = {"kubernetes.io/os": "linux"}
     fluentbit.apply_cc(**LOGGING_ON, common__fluentbit={"nodeSelector": linux})
     assert fluentbit.reconcile_ok() == ["fluentbit"]

@@ -6,15 +6,13 @@ the namespace was deleted by hand. Only this module's objects are checked: loggi
 from __future__ import annotations
 
 import base64
-import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
+from cluster_objects import delete_namespace
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from installer.settings import MODULE_LABEL
 
@@ -68,28 +66,12 @@ def _curator_config(api: client.ApiClient) -> dict[str, Any]:
     return yaml.safe_load(data["config.yml"])["client"]
 
 
-def _delete_namespace(api: client.ApiClient, timeout: float = 120) -> None:
-    core = client.CoreV1Api(api)
-    with contextlib.suppress(ApiException):
-        core.delete_namespace(NS)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            core.read_namespace(NS)
-        except ApiException as exc:
-            if exc.status == 404:
-                return
-            raise
-        time.sleep(1)
-    raise AssertionError(f"namespace {NS} still there after {timeout}s")
-
-
 @pytest.fixture
 def opensearch(installer: Installer) -> Iterator[Installer]:
-    _delete_namespace(installer.api)
+    delete_namespace(installer.api, NS)
     installer.env["KS_CONSOLE_TIMEOUT"] = "1"
     yield installer
-    _delete_namespace(installer.api)
+    delete_namespace(installer.api, NS)
 
 
 def test_opensearch_internal_dashboard_external_uninstall_and_reinstall(opensearch: Installer) -> None:
@@ -141,7 +123,7 @@ def test_opensearch_internal_dashboard_external_uninstall_and_reinstall(opensear
     assert "opensearch" not in status and status["modules"]["opensearch"]["phase"] == "Uninstalled"
 
     # The namespace deleted by hand, then logging on again: the internal cluster is back.
-    _delete_namespace(api)
+    delete_namespace(api, NS)
     opensearch.apply_cc(**_spec())
     assert "opensearch" in opensearch.reconcile_ok()
     assert _objects(opensearch) == CLUSTER | CURATOR_OBJECTS | CREDENTIALS
