@@ -41,6 +41,9 @@ KIND_ORDER = (
 KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
 #: Kinds a purge looks at even when the uninstall does not name them (roles keep them out of it otherwise).
 PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
+#: Kinds whose objects of another module keep a namespace from being deleted (``delete(tenants=...)`` adds more).
+TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
+                "apps/v1/StatefulSet", "apps/v1/DaemonSet", "batch/v1/Job", "batch/v1/CronJob")
 
 
 def _rank(kind: str) -> int:
@@ -197,7 +200,8 @@ class Manifests:
                 self._remove(obj, result, purge=False)
         return result
 
-    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = ()) -> Result:
+    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = (),
+               tenants: Iterable[str] = ()) -> Result:
         """Delete every object of the given objects' kinds (plus ``kinds``) that carries this module's label.
 
         ``purge`` also deletes the module's PVCs and Secrets (a generated password kept with the data it
@@ -209,7 +213,7 @@ class Manifests:
         owned = sorted(self._owned(wanted), key=lambda o: _rank(o["kind"]), reverse=True)
         claims = self._stateful_claims(owned) if purge else []
         for obj in owned:
-            self._remove(obj, result, purge)
+            self._remove(obj, result, purge, tenants)
         self._wait_gone([o for o in owned if ident(o) in result.deleted], timeout)
         for claim in claims:
             self._delete(claim, result)
@@ -255,7 +259,7 @@ class Manifests:
                     for i in items if applied_by_installer(i)]
         return out
 
-    def _remove(self, obj: Obj, result: Result, purge: bool) -> None:
+    def _remove(self, obj: Obj, result: Result, purge: bool, tenants: Iterable[str] = ()) -> None:
         """Delete ``obj`` unless the deletion policy keeps it: PVCs, CRDs (deleting one deletes every object of
         its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
         if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
@@ -264,7 +268,7 @@ class Manifests:
             result.kept.append(ident(obj) + " (custom resources of it are left)")
         elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
             result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
-        elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"])):
+        elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"], tenants)):
             result.kept.append(ident(obj) + f" (holds objects of {', '.join(others)})")
         else:
             self._delete(obj, result)
@@ -295,18 +299,15 @@ class Manifests:
             return True  # cannot tell: keep it
         return bool(items.get("items"))
 
-    def _other_modules_in(self, namespace: str) -> list[str]:
-        """Other modules with workloads, Services, ConfigMaps or Secrets in ``namespace`` (deleting it would
-        delete theirs)."""
+    def _other_modules_in(self, namespace: str, tenants: Iterable[str] = ()) -> list[str]:
+        """Other modules with objects of :data:`TENANT_KINDS` (plus ``tenants``) in ``namespace``: deleting it
+        would delete theirs."""
         selector = f"{MODULE_LABEL},{MODULE_LABEL}!={self.module}"
-        core, apps = client.CoreV1Api(self.dyn.client), client.AppsV1Api(self.dyn.client)
         found: set[str] = set()
-        for lister in (apps.list_namespaced_deployment, apps.list_namespaced_stateful_set,
-                       apps.list_namespaced_daemon_set, core.list_namespaced_service,
-                       core.list_namespaced_config_map, core.list_namespaced_secret):
+        for api_version, kind in dict.fromkeys(parse_kind(k) for k in (*TENANT_KINDS, *tenants)):
             try:
-                items = lister(namespace, label_selector=selector).items
-            except ApiException:
+                items = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).items
+            except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing of it
                 continue
             found |= {(i.metadata.labels or {}).get(MODULE_LABEL, "") for i in items}
         return sorted(found - {""})

@@ -21,6 +21,12 @@ options:
     description: Wait for Deployments, StatefulSets and DaemonSets to be ready, Jobs complete, APIServices Available.
     type: bool
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
+  tenants:
+    description: On absent, more kinds (apiVersion/Kind) whose objects of another module keep a namespace of
+      this module from being deleted (besides installer.manifests.TENANT_KINDS).
+    type: list
+    elements: str
+    default: []
   purge:
     description: On absent, also delete the module's PVCs (with its StatefulSets' claims) and its CRDs no custom
       resource is left of. Default - whether the engine asked this uninstall to purge (KS_PURGE=1).
@@ -43,6 +49,7 @@ def main() -> None:
             "wait_timeout": {"type": "int", "default": 600},
             "purge": {"type": "bool", "default": None},
             "kinds": {"type": "list", "elements": "str", "default": []},
+            "tenants": {"type": "list", "elements": "str", "default": []},
         },
     )
     from kubernetes.client.exceptions import ApiException
@@ -60,7 +67,8 @@ def main() -> None:
                 manifests.wait_ready(objects, p["wait_timeout"])
         else:
             purge = p["purge"] if p["purge"] is not None else os.environ.get(PURGE_ENV) == "1"
-            result = manifests.delete(objects, purge=purge, timeout=p["wait_timeout"], kinds=p["kinds"])
+            result = manifests.delete(objects, purge=purge, timeout=p["wait_timeout"], kinds=p["kinds"],
+                                      tenants=p["tenants"])
     except Rejected as exc:  # the API server's own reason and the object: what status and the log show
         am.fail_json(msg=str(exc))
     except ApiException as exc:
