@@ -94,6 +94,12 @@ def check_drift(api: client.ApiClient) -> dict[str, list[str]]:
     return drift
 
 
+def purge_names(cc: dict[str, Any]) -> list[str]:
+    """The names in the cc's purge annotation, in order."""
+    value = (cc["metadata"].get("annotations") or {}).get(PURGE_ANNOTATION) or ""
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
 class Reconciler(Events):
     """One reconcile. ``cancel`` (SIGTERM) cancels running playbooks and starts no further module; losing
     the lease starts no further module and lets running ones finish."""
@@ -215,11 +221,7 @@ class Reconciler(Events):
 
     def _purge_requested(self, cc: dict[str, Any]) -> set[str]:
         """Modules the purge annotation names (``all``: every module); unknown names are reported and ignored."""
-        value = (cc["metadata"].get("annotations") or {}).get(PURGE_ANNOTATION)
-        if not value:
-            return set()
-        names = {n.strip() for n in value.split(",") if n.strip()}
-        known = {m.name for m in MODULES}
+        names, known = set(purge_names(cc)), {m.name for m in MODULES}
         if "all" in names:
             return known
         if names - known:
@@ -228,11 +230,11 @@ class Reconciler(Events):
 
     def _purged(self, cc: dict[str, Any], done: set[str]) -> None:
         """Drop the modules whose purge is done from the annotation (all of it once none is left)."""
-        value = (cc["metadata"].get("annotations") or {}).get(PURGE_ANNOTATION)
-        if not done or not value or self.removing_all or value.strip() == "all":
+        names = purge_names(cc)
+        if not done or not names or self.removing_all or "all" in names:
             return  # "all" stays until the user removes it
         known = {m.name for m in MODULES}
-        left = [n.strip() for n in value.split(",") if n.strip() in known - done]  # unknown names were reported
+        left = [n for n in names if n in known - done]  # unknown names were reported
         log.info("Purged %s; %s", ", ".join(sorted(done)),
                  f"{PURGE_ANNOTATION} now names {', '.join(left)}" if left else f"removed {PURGE_ANNOTATION}")
         self.ccs.set_annotation(PURGE_ANNOTATION, ",".join(left) or None)
