@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The installer's main job on the simulated cluster, the way a user meets it.
 
-    up      start the simulated cluster, `kubectl apply` the installer manifest, run shell-operator with
-            this repo's hooks under the installer's ServiceAccount (as the pod does), create the default
+    up      start the simulated cluster, `kubectl apply` the installer manifest (with --helm: install its Helm
+            chart), run shell-operator with this repo's hooks under the installer's ServiceAccount (as the
+            pod does), create the default
             cluster-configuration unless a cc exists (your edits are kept), wait until the reconcile of the
             cc's current spec is Ready (or print what failed, from its status, and exit 1), print the welcome
             box and the cc
@@ -21,11 +22,13 @@ import atexit
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from installer_manifest import CHART, adopt
 from shelloperator import ShellOperator
 from simcluster import SimCluster, SimClusterError, kill_tree, pid_alive, process_tree, tool_path
 
@@ -81,11 +84,17 @@ def start_operator(cluster: SimCluster, root: Path) -> int:
     return operator.popen.pid
 
 
-def up(root: Path, timeout: int) -> int:
+def up(root: Path, timeout: int, helm: bool = False) -> int:
     root.mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(root)
-    say("kubectl apply -f deploy/kubesphere-installer.yaml")
-    cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
+    if helm:
+        say("helm upgrade --install ks-installer deploy/charts/ks-installer")
+        adopt(cluster.kubectl, "ks-installer", "default")  # what an earlier kubectl apply made
+        subprocess.run([str(tool_path("helm")), f"--kubeconfig={cluster.kubeconfig}", "upgrade", "--install",
+                        "ks-installer", str(CHART), "--namespace", "default"], check=True, capture_output=True)
+    else:
+        say("kubectl apply -f deploy/kubesphere-installer.yaml")
+        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
     start_operator(cluster, root)
     if cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", check=False).returncode == 0:
@@ -174,11 +183,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["up", "down", "status"])
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for Ready (up)")
+    parser.add_argument("--helm", action="store_true",
+                        help="install the installer with its Helm chart instead of kubectl apply (up)")
     args = parser.parse_args(argv)
     root = state_dir()
     try:
         if args.command == "up":
-            return up(root, args.timeout)
+            return up(root, args.timeout, args.helm)
         if args.command == "down":
             return down(root)
         return status(root)

@@ -72,7 +72,9 @@ class ShellOperator:
     def environ(self) -> dict[str, str]:
         """Environment of shell-operator and so of its hooks: ours, KUBECONFIG, PATH with tools + this Python."""
         path = [*self.path_prepend, str(Path(sys.executable).parent), os.environ.get("PATH", "")]
-        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": os.pathsep.join(path), **self.extra_env}
+        # As the installer manifest: hooks' JSON records on stdout keep their level (installer.hooklog).
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "PATH": os.pathsep.join(path),
+                "LOG_PROXY_HOOK_JSON": "true", **self.extra_env}
 
     def start(self) -> ShellOperator:
         """Start shell-operator; its combined output goes to ``log_path``."""

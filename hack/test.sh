@@ -9,4 +9,11 @@ ensure_system_packages
 ensure_tools
 ensure_venv
 .venv/bin/ruff check .
-exec .venv/bin/pytest "$@"
+# Two pytest workers, each with its own simulated cluster (a test file stays on one worker): the cluster tests
+# spend much of their time waiting on the API, so the two cores overlap them. Not with a shared cluster
+# (KS_SIM_KUBECONFIG) nor when the caller chose (-n / -p no:xdist).
+workers=()
+if [ -z "${KS_SIM_KUBECONFIG:-}" ] && [[ " $* " != *" -n "* && " $* " != *"xdist"* ]]; then
+  workers=(-n "${KS_TEST_WORKERS:-2}" --dist loadfile)
+fi
+exec .venv/bin/pytest "${workers[@]}" "$@"

@@ -1,11 +1,12 @@
-"""The serving certificate of ks-controller-manager's admission webhooks, kept in a Secret.
+"""Serving certificates of admission webhooks (and other in-cluster TLS servers), kept in Secrets.
 
-Secret ``ks-controller-manager-webhook-cert`` holds ``ca.crt``, ``tls.crt`` and ``tls.key`` (PEM), as upstream's
-chart made it: a CA of its own and a certificate for the webhook Service's DNS names signed by it. It is
-generated once and kept on later runs; it is replaced only when it is missing, unreadable, does not match the
-Service's names, is not signed by its CA, or either certificate expires within the renewal window. The CA
-certificate (public) goes into every webhook's ``caBundle``; the key never leaves the Secret and nothing here
-logs or returns it.
+The default layout is ks-controller-manager's: Secret ``ks-controller-manager-webhook-cert`` holds ``ca.crt``,
+``tls.crt`` and ``tls.key`` (PEM), as upstream's chart made it: a CA of its own and a certificate for the webhook
+Service's DNS names signed by it. It is generated once and kept on later runs; it is replaced only when it is
+missing, unreadable, does not match the Service's names, is not signed by its CA, or either certificate expires
+within the renewal window. The CA certificate (public) goes into every webhook's ``caBundle``; the key never leaves
+the Secret and nothing here logs or returns it. Other modules name their own Secret, CA and key names
+(:class:`Layout`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,24 @@ RENEW_BEFORE = dt.timedelta(days=30)
 KEYS = ("ca.crt", "tls.crt", "tls.key")
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a certificate lives: the Secret, the CA's and the certificate's common names, and the Secret's keys
+    for the CA certificate, the certificate and its key (in that order)."""
+
+    secret: str = SECRET_NAME
+    ca_name: str = CA_NAME
+    cert_name: str = CERT_NAME
+    keys: tuple[str, str, str] = KEYS
+    type: str = "Opaque"
+
+    def to_secret(self, data: dict[str, bytes]) -> dict[str, str]:
+        return {k: base64.b64encode(data[c]).decode() for c, k in zip(KEYS, self.keys, strict=True)}
+
+    def from_secret(self, data: dict[str, str]) -> dict[str, bytes]:
+        return {c: base64.b64decode(data[k]) for c, k in zip(KEYS, self.keys, strict=True) if data.get(k)}
+
+
 def dns_names(service: str, namespace: str) -> list[str]:
     """The names the API server uses to reach a Service."""
     return [f"{service}.{namespace}", f"{service}.{namespace}.svc"]
@@ -57,19 +76,20 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def generate(names: list[str], now: dt.datetime | None = None, validity: dt.timedelta = VALIDITY) -> dict[str, bytes]:
-    """A new CA and a serving certificate for ``names`` signed by it: the Secret's data (PEM)."""
+def generate(names: list[str], now: dt.datetime | None = None, validity: dt.timedelta = VALIDITY,
+             ca_name: str = CA_NAME, cert_name: str = CERT_NAME) -> dict[str, bytes]:
+    """A new CA and a serving certificate for ``names`` signed by it: ``ca.crt``, ``tls.crt``, ``tls.key`` (PEM)."""
     now = now or _now()
     start, end = now - dt.timedelta(minutes=5), now + validity
     ca_key, key = _key(), _key()
-    ca = (x509.CertificateBuilder().subject_name(_name(CA_NAME)).issuer_name(_name(CA_NAME))
+    ca = (x509.CertificateBuilder().subject_name(_name(ca_name)).issuer_name(_name(ca_name))
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(start).not_valid_after(end)
           .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
           .add_extension(_key_usage(cert_sign=True), critical=True)
           .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
           .sign(ca_key, hashes.SHA256()))
-    cert = (x509.CertificateBuilder().subject_name(_name(CERT_NAME)).issuer_name(ca.subject)
+    cert = (x509.CertificateBuilder().subject_name(_name(cert_name)).issuer_name(ca.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(start).not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -117,6 +137,9 @@ def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = 
     return None
 
 
+DEFAULT_LAYOUT = Layout()
+
+
 @dataclass
 class Outcome:
     """What ensure did; ``ca_bundle`` is the CA certificate (base64 PEM) for the webhooks' caBundle."""
@@ -127,24 +150,24 @@ class Outcome:
 
 
 def ensure(api: client.ApiClient, namespace: str, module: str, service: str,
-           renew_before: dt.timedelta = RENEW_BEFORE) -> Outcome:
+           renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> Outcome:
     """Create the Secret, keep it when it is good, replace it when :func:`problem` says so."""
     secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     names = dns_names(service, namespace)
     try:
-        live = secrets.get(name=SECRET_NAME, namespace=namespace).to_dict()
+        live = secrets.get(name=layout.secret, namespace=namespace).to_dict()
     except NotFoundError:
         live = {}
-    current = {k: base64.b64decode(v) for k, v in (live.get("data") or {}).items()}
+    current = layout.from_secret(live.get("data") or {})
     labels = (live.get("metadata") or {}).get("labels") or {}
     reason = problem(current, names, renew_before=renew_before) if live else "missing"
     wanted = {**MANAGED_BY, MODULE_LABEL: module}
     if reason is None and wanted.items() <= labels.items():
         return Outcome(False, "kept", base64.b64encode(current["ca.crt"]).decode())
-    data = current if reason is None else generate(names)
-    body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": SECRET_NAME, "namespace": namespace, "labels": wanted},
-            "data": {k: base64.b64encode(data[k]).decode() for k in KEYS}}
-    secrets.server_side_apply(body=body, name=SECRET_NAME, namespace=namespace, field_manager=FIELD_MANAGER,
+    data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
+    body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or layout.type,
+            "metadata": {"name": layout.secret, "namespace": namespace, "labels": wanted},
+            "data": layout.to_secret(data)}
+    secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
                               force_conflicts=True)
     return Outcome(True, reason or "labelled", base64.b64encode(data["ca.crt"]).decode())

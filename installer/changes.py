@@ -6,8 +6,6 @@ import json
 import re
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from installer.config.secrets import is_secret, redact
 from installer.spec import get, nested
 
@@ -37,6 +35,10 @@ def _dotted(parts: list[Any]) -> str:
 
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``["common.redis.enabled: false -> true", ...]`` for every leaf that differs."""
+    if old == new:
+        return []
+    from deepdiff import DeepDiff  # only when something changed: it is slow to import (the no-op path skips it)
+
     diff = DeepDiff(old, new, view="tree", verbose_level=2)
     lines = []
     for level in sorted((lv for levels in diff.values() for lv in levels), key=lambda lv: lv.path()):

@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
+from installer import hooklog, timeline
 from installer.config import Prepared, prepare, redact
 from installer.fingerprint import files_digest
-from installer.hook import setup_logging
 from installer.images import catalogue, spec_refs
 from installer.kube import ClusterConfigurations, api_client
 from installer.lease import LeaseHeld
@@ -198,7 +198,40 @@ def parser() -> argparse.ArgumentParser:
                         help="public names, without local_registry, namespace_override and zone")
     images.add_argument("-o", "--output", choices=("text", "json"), default="text",
                         help="text: one image per line, sorted; json: the images of each module")
+    sub.add_parser("status", help="the modules' phases, tasks and messages, from the cc's status")
+    watch = sub.add_parser("watch", help="follow the reconcile live until it finishes (exit 0 when Ready)")
+    watch.add_argument("--timeout", type=float, default=3600, help="seconds to wait (exit 2 when reached)")
+    timeline_ = sub.add_parser("timeline", help="draw the last reconcile's modules and tasks as a Gantt chart")
+    timeline_.add_argument("results", nargs="?", help="results directory or timeline.json (default: $KS_RESULTS_DIR)")
+    timeline_.add_argument("-o", "--output", required=True, help="image to write: .svg, .png or .pdf")
     return p
+
+
+def _status(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from installer import status_view
+
+    ccs = ClusterConfigurations(api_client())
+    cc = ccs.get()
+    if cc is None:
+        raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
+    console = Console()
+    if args.command == "watch":
+        return status_view.watch(ccs.get, console, args.timeout)
+    status_view.show(cc, console)
+    return 0
+
+
+def _timeline(args: argparse.Namespace, settings: Settings) -> int:
+    source = Path(args.results) if args.results else settings.results_dir
+    try:
+        data = timeline.load(source)
+        out = timeline.draw(data, Path(args.output))
+    except (FileNotFoundError, RuntimeError, ValueError, KeyError) as exc:
+        raise UsageError(str(exc)) from exc
+    print(f"wrote {out} ({len(data['modules'])} modules)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,7 +248,11 @@ def main(argv: list[str] | None = None) -> int:
             return _state(args)
         if args.command == "images":
             return _images(args, settings)
-        setup_logging()
+        if args.command == "timeline":
+            return _timeline(args, settings)
+        if args.command in ("status", "watch"):
+            return _status(args)
+        hooklog.setup(proxy=False)
         cancel = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: cancel.set())
         reconciler = Reconciler(api_client(), settings, cancel)

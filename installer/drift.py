@@ -47,8 +47,9 @@ def foreign_editor(item: Any, since: dt.datetime) -> str | None:
     return None
 
 
-def find_drift(api: client.ApiClient, records: dict[str, Record]) -> dict[str, list[str]]:
-    """Per module, what drifted: ``"Deployment/ns/name missing"`` or ``"... changed by kubectl-edit"``."""
+def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: bool = False) -> dict[str, list[str]]:
+    """Per module, what drifted: ``"Deployment/ns/name missing"`` or (unless ``missing_only``) ``"... changed by
+    kubectl-edit"``."""
     wanted: dict[tuple[str, str], dict[tuple[str, str], tuple[str, Ref]]] = defaultdict(dict)
     for name, record in records.items():
         if record.installed and record.intent is None:
@@ -66,6 +67,6 @@ def find_drift(api: client.ApiClient, records: dict[str, Record]) -> dict[str, l
             item = live.get(key)
             if item is None or (item.metadata.labels or {}).get(MODULE_LABEL) != module:
                 drift[module].append(f"{_describe(ref)} missing")
-            elif editor := foreign_editor(item, _time({"time": records[module].applied_at})):
+            elif not missing_only and (editor := foreign_editor(item, _time({"time": records[module].applied_at}))):
                 drift[module].append(f"{_describe(ref)} changed by {editor}")
     return dict(drift)

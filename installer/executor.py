@@ -19,6 +19,8 @@ class Events:
     def finished(self, step: Step, outcome: Outcome) -> None: ...
     def blocked(self, step: Step, because: list[str]) -> None: ...
     def not_started(self, steps: list[Step], why: str) -> None: ...
+    def tick(self) -> None:
+        """Called about once a second while modules run."""
 
 
 def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_parallel: int = 4,
@@ -44,12 +46,12 @@ def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_para
                 events.not_started([steps[n] for n in waiting], "the installer is stopping")
                 waiting.clear()
             for name, before in list(waiting.items()):
-                bad = sorted(d for d in before if failed(d))
+                bad = sorted(d for d, blocking in before.items() if blocking and failed(d))
                 if bad:
                     del waiting[name]
                     blocked.add(name)
                     events.blocked(steps[name], bad)
-            ready = [n for n, before in waiting.items() if all(d in outcomes for d in before)]
+            ready = [n for n, before in waiting.items() if all(d in outcomes or d in blocked for d in before)]
             for name in ready[: max(0, max_parallel - len(running))]:
                 del waiting[name]
                 events.started(steps[name])
@@ -59,6 +61,7 @@ def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_para
                     raise RuntimeError(f"dependency cycle among {sorted(waiting)}")
                 break
             done, _ = wait(running, timeout=1, return_when=FIRST_COMPLETED)
+            events.tick()
             for future in done:
                 step = running.pop(future)
                 outcomes[step.module] = future.result()

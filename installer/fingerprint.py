@@ -30,6 +30,10 @@ ENGINE_DIR = Path(__file__).resolve().parent
 _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
 
 
+def _load(path: Path) -> Any:
+    return yaml.load(path.read_text(), Loader=yaml.CSafeLoader)  # our own files: the C parser is much faster
+
+
 def inputs_of(module: Module, spec: Spec) -> dict[str, Any]:
     """The module's input values, keyed by dotted path (missing paths are ``None``)."""
     return {path: get(spec, path) for path in module.all_inputs}
@@ -58,14 +62,14 @@ def _role_refs(items: Any) -> set[str]:
 
 def roles_used(playbook: Path, roles_dir: Path) -> list[str]:
     """Every role the playbook needs, following role task files and meta dependencies."""
-    todo = _role_refs(yaml.safe_load(playbook.read_text())) if playbook.exists() else set()
+    todo = _role_refs(_load(playbook)) if playbook.exists() else set()
     seen: set[str] = set()
     while todo:
         role = todo.pop()
         seen.add(role)
         for f in sorted((roles_dir / role).glob("*/*.y*ml")):
             if f.parent.name in ("tasks", "meta", "handlers"):
-                todo |= _role_refs(yaml.safe_load(f.read_text())) - seen
+                todo |= _role_refs(_load(f)) - seen
     return sorted(seen)
 
 
@@ -87,7 +91,7 @@ def _yaml_files(playbook: Path, roles: list[Path]) -> list[Path]:
 def library_used(playbook: Path, roles: list[Path], library: Path) -> list[Path]:
     """The installer's Ansible modules that the playbook's tasks call."""
     available = {p.stem: p for p in library.glob("*.py")}
-    keys = {k for f in _yaml_files(playbook, roles) for k in _yaml_keys(yaml.safe_load(f.read_text()))}
+    keys = {k for f in _yaml_files(playbook, roles) for k in _yaml_keys(_load(f))}
     return [available[k] for k in sorted(keys & available.keys())]
 
 
@@ -152,6 +156,57 @@ def code_files(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir:
 def files_digest(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> str:
     """Digest of :func:`code_files`."""
     return _digest_paths(code_files(module, playbooks_dir, roles_dir, engine_dir))
+
+
+class DigestCache:
+    """:func:`files_digest` per module, kept in a file and reused while no file under the playbooks, the roles or
+    the engine changed (same paths, sizes and modification times): hashing parses every playbook and engine
+    import, which a reconcile with nothing to do should not pay for."""
+
+    def __init__(self, path: Path | None, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> None:
+        self.path, self.dirs = path, (playbooks_dir, roles_dir, engine_dir)
+        self._signature: str | None = None
+        self._digests: dict[str, str] | None = None
+
+    def signature(self) -> str:
+        if self._signature is None:
+            h = hashlib.sha256()
+            for root in self.dirs:
+                for f in sorted(p for p in root.rglob("*") if "__pycache__" not in p.parts):
+                    st = f.stat()
+                    h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            self._signature = h.hexdigest()
+        return self._signature
+
+    def _load(self) -> dict[str, str]:
+        if self._digests is None:
+            self._digests = {}
+            if self.path is not None:
+                try:
+                    saved = json.loads(self.path.read_text())
+                    if saved.get("signature") == self.signature():
+                        self._digests = dict(saved.get("digests") or {})
+                except (OSError, ValueError, AttributeError):
+                    pass
+        return self._digests
+
+    def __call__(self, module: Module) -> str:
+        digests = self._load()
+        if module.name not in digests:
+            digests[module.name] = files_digest(module, *self.dirs)
+            self._save()
+        return digests[module.name]
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"signature": self.signature(), "digests": self._digests}))
+            tmp.replace(self.path)
+        except OSError:
+            pass  # a cache: computing again next time is fine
 
 
 def module_hash(module: Module, inputs: dict[str, Any], files: str) -> str:

@@ -1,7 +1,9 @@
 """The shell-operator hook: print the binding on ``--config``, otherwise reconcile.
 
-Exit 0 when the reconcile finished (module failures are reported in status and retried by the schedule
-binding with backoff); non-zero only when the installer itself could not run, so shell-operator retries.
+An event that needs nothing is settled from shell-operator's snapshots (installer.fastpath) without loading the
+Kubernetes client; everything else runs the full reconcile. Exit 0 when the reconcile finished (module failures
+are reported in status and retried by the schedule binding with backoff); non-zero only when the installer itself
+could not run, so shell-operator retries.
 """
 
 from __future__ import annotations
@@ -15,24 +17,31 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
-from installer.kube import ApiUnavailable, ClusterConfigurations, api_client
-from installer.lease import LeaseHeld
-from installer.reconcile import Reconciler, check_drift, drift_check_due, due_for_retry
-from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, Settings
+from installer import hooklog
+from installer.settings import (
+    CC_GROUP,
+    CC_KIND,
+    CC_NAME,
+    CC_VERSION,
+    NAMESPACE,
+    RETRY_ANNOTATION,
+    STATE_SECRET,
+    Settings,
+)
 
 log = logging.getLogger("installer")
 
 SPEC_BINDING = "Monitor clusterconfiguration"
 RETRY_BINDING = "Retry annotation"
 SCHEDULE_BINDING = "Retry failed modules"
+STATE_BINDING = "Installer state"
+"""The state Secret, only as a snapshot for the other bindings (it triggers nothing)."""
+SNAPSHOTS = [SPEC_BINDING, STATE_BINDING]
 FULL_RUN = "all"
 """Annotation value that re-runs every enabled module, like the original installer."""
 
 
-def _watch(name: str, jq_filter: str, events: list[str], on_sync: bool) -> dict[str, Any]:
+def _watch(name: str, jq_filter: str, events: list[str], on_sync: bool, full: bool = False) -> dict[str, Any]:
     return {
         "name": name,
         "apiVersion": f"{CC_GROUP}/{CC_VERSION}",
@@ -43,7 +52,8 @@ def _watch(name: str, jq_filter: str, events: list[str], on_sync: bool) -> dict[
         "namespace": {"nameSelector": {"matchNames": [NAMESPACE]}},
         "jqFilter": jq_filter,
         "allowFailure": False,
-        "keepFullObjectsInMemory": False,
+        "keepFullObjectsInMemory": full,
+        "includeSnapshotsFrom": SNAPSHOTS,
     }
 
 
@@ -51,11 +61,16 @@ def binding_config() -> dict[str, Any]:
     return {
         "configVersion": "v1",
         "kubernetes": [
-            _watch(SPEC_BINDING, ".spec", ["Added", "Modified"], True),
+            # Triggers on spec changes; the snapshot keeps the whole cc (status, annotations, generation).
+            _watch(SPEC_BINDING, ".spec", ["Added", "Modified"], True, full=True),
             # Modified only: a new cc is reconciled once, by the spec binding.
             _watch(RETRY_BINDING, f'.metadata.annotations["{RETRY_ANNOTATION}"]', ["Modified"], False),
+            {"name": STATE_BINDING, "apiVersion": "v1", "kind": "Secret", "executeHookOnEvent": [],
+             "executeHookOnSynchronization": False, "nameSelector": {"matchNames": [STATE_SECRET]},
+             "namespace": {"nameSelector": {"matchNames": [NAMESPACE]}}, "keepFullObjectsInMemory": True},
         ],
-        "schedule": [{"name": SCHEDULE_BINDING, "crontab": "* * * * *", "allowFailure": True}],
+        "schedule": [{"name": SCHEDULE_BINDING, "crontab": "* * * * *", "allowFailure": True,
+                      "includeSnapshotsFrom": SNAPSHOTS}],
     }
 
 
@@ -70,22 +85,24 @@ def _triggers(contexts: list[dict[str, Any]]) -> set[str]:
     return {c.get("binding", "") for c in contexts}
 
 
-def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for noisy in ("kubernetes", "urllib3", "ansible_runner"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--config" in argv:
         print(json.dumps(binding_config()))
         return 0
-    setup_logging()
+    hooklog.setup()
     contexts = read_binding_context(os.environ.get("BINDING_CONTEXT_PATH"))
     triggers = _triggers(contexts)
+    if _settled(contexts, triggers):
+        return 0
     cancel = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: cancel.set())
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from installer.kube import ApiUnavailable
+    from installer.lease import LeaseHeld
+
     try:
         return _handle(triggers, cancel)
     except LeaseHeld as exc:
@@ -102,7 +119,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:
+    """Whether the snapshots show there is nothing to do (installer.fastpath); any doubt runs the full path."""
+    if not contexts or triggers - {SPEC_BINDING, SCHEDULE_BINDING}:
+        return False
+    try:
+        from installer import fastpath
+
+        return fastpath.settle(contexts, triggers <= {SCHEDULE_BINDING}, SPEC_BINDING, STATE_BINDING,
+                               Settings.from_env())
+    except Exception:  # the full reconcile decides again, from the API
+        log.debug("fast path not taken", exc_info=True)
+        return False
+
+
 def _handle(triggers: set[str], cancel: threading.Event) -> int:
+    from installer.kube import ClusterConfigurations, api_client
+    from installer.reconcile import Reconciler, check_drift
+    from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
+
     settings = Settings.from_env()
     api = api_client()
     ccs = ClusterConfigurations(api)
@@ -121,9 +156,10 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
         return 0  # the annotation was removed: nothing was asked
     elif triggers and triggers <= {SCHEDULE_BINDING}:
         due = due_for_retry(cc.get("status"))
+        recheck = refusal_to_recheck(cc.get("status"))
         if drift_check_due(cc.get("status"), settings.drift_interval):
             drift = check_drift(api)
-        if not due and not drift:
+        if not due and not drift and not recheck:
             return 0
         if due:
             log.info("Retrying modules whose backoff expired: %s", ", ".join(due))

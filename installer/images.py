@@ -28,8 +28,20 @@ def registry_and_namespace(local_registry: str = "", namespace_override: str = "
     return registry.rstrip("/"), namespace.strip("/")
 
 
+def _own_registry(repo: str) -> tuple[str, str]:
+    """``quay.io/argoproj/argocd`` → (``quay.io``, ``argoproj/argocd``); Docker Hub repos have none."""
+    first, _, rest = repo.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first, rest
+    return "", repo
+
+
 def image_ref(repo: str, tag: str, registry: str = "", namespace: str = "") -> str:
-    """``prom/prometheus`` + ``v2.39.1`` → ``[<registry>/][<namespace>|prom]/prometheus:v2.39.1``."""
+    """``prom/prometheus`` + ``v2.39.1`` → ``[<registry>/][<namespace>|prom]/prometheus:v2.39.1``. A repo on its
+    own registry (``quay.io/argoproj/argocd``) keeps it unless ``registry`` replaces it, as upstream's
+    ``quay_image_repo``/``ghcr_image_repo`` did."""
+    home, repo = _own_registry(repo)
+    registry = registry or home
     name = repo.rpartition("/")[2]
     path = f"{namespace}/{name}" if namespace else repo
     return f"{registry}/{path}:{tag}" if registry else f"{path}:{tag}"

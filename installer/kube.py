@@ -79,9 +79,13 @@ CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kube
 
 
 def cluster_facts(api: client.ApiClient) -> dict[str, Any]:
-    """Facts the playbooks read: Kubernetes version, node count (upstream ``kubernetes_version``/``nodeNum``) and
-    the number of control-plane nodes (``ks_master_num``)."""
+    """Facts the playbooks read, from one list of the nodes: Kubernetes version, node count (upstream
+    ``kubernetes_version``/``nodeNum``), the number of control-plane nodes (``ks_master_num``) and the container
+    runtime as the first node reports it (``ks_node_runtime_version``, read as upstream did; kubesphere-defaults
+    derives ``ks_node_runtime`` from it)."""
     version = client.VersionApi(api).get_code().git_version
     nodes = client.CoreV1Api(api).list_node().items
     masters = [n for n in nodes if any(label in (n.metadata.labels or {}) for label in CONTROL_PLANE_LABELS)]
-    return {"kubernetes_version": version, "nodeNum": len(nodes), "ks_master_num": len(masters)}
+    info = nodes[0].status.node_info if nodes and nodes[0].status else None
+    return {"kubernetes_version": version, "nodeNum": len(nodes), "ks_master_num": len(masters),
+            "ks_node_runtime_version": (info.container_runtime_version if info else "") or ""}

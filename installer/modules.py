@@ -51,6 +51,10 @@ def any_of(*checks: Switch) -> Switch:
     return Switch(lambda spec: any(check(spec) for check in checks), tuple(p for c in checks for p in c.paths))
 
 
+def all_of(*checks: Switch) -> Switch:
+    return Switch(lambda spec: all(check(spec) for check in checks), tuple(p for c in checks for p in c.paths))
+
+
 def equals(path: str, value: str) -> Switch:
     return Switch(lambda spec: get(spec, path) == value, (path,))
 
@@ -103,11 +107,15 @@ def _config_images(spec: Spec) -> tuple[str, ...]:
 
 
 def _monitoring_images(spec: Spec) -> tuple[str, ...]:
-    """The Prometheus stack, unless the cc points at an external one."""
+    """The Prometheus stack with notification-manager (and Grafana when on), unless the cc points at an external
+    Prometheus; the DCGM exporter when GPU monitoring is on (with either)."""
+    gpu = ("dcgm_exporter",) if get(spec, "monitoring.gpu.nvidia_dcgm_exporter.enabled") is True else ()
     if get(spec, "common.monitoring.type") == "external":
-        return ()
+        return gpu
+    grafana = ("grafana",) if get(spec, "monitoring.grafana.enabled") is True else ()
     return ("prometheus", "prometheus_operator", "prometheus_config_reloader", "kube_state_metrics",
-            "node_exporter", "alertmanager", "kube_rbac_proxy")
+            "node_exporter", "alertmanager", "kube_rbac_proxy", "notification_manager_operator",
+            "notification_manager", "notification_tenant_sidecar", *grafana, *gpu)
 
 
 def _opensearch_images(spec: Spec) -> tuple[str, ...]:
@@ -118,6 +126,49 @@ def _opensearch_images(spec: Spec) -> tuple[str, ...]:
         return ("opensearch_curator",)
     dashboard = ("opensearch_dashboards",) if get(spec, "common.opensearch.dashboard.enabled") is True else ()
     return ("opensearch", "busybox", "opensearch_curator", *dashboard)
+
+
+def _edgeruntime_images(spec: Spec) -> tuple[str, ...]:
+    """cloudcore and edgeservice; the iptables manager DaemonSet in its external mode only (as users write it)."""
+    kubeedge = get(spec, "edgeruntime.kubeedge") or {}
+    iptables = {**(kubeedge.get("iptablesManager") or {}), **(kubeedge.get("iptables-manager") or {})}
+    external = iptables.get("enabled", True) is True and (iptables.get("mode") or "external") == "external"
+    return ("cloudcore", *(("iptables_manager",) if external else ()), "edgeservice")
+
+
+def _logging_images(spec: Spec) -> tuple[str, ...]:
+    """With logging.logsidecar.enabled: logsidecar-injector, its config reloader, and the filebeat and alpine
+    images of the sidecar it adds to pods (the fluent-bit CRs name no image)."""
+    if get(spec, "logging.logsidecar.enabled") is not True:
+        return ()
+    return ("log_sidecar_injector", "configmap_reload", "filebeat", "alpine")
+
+
+def _events_ruler(spec: Spec) -> bool:
+    """The events ruler runs (upstream: ``events.ruler.enabled == true``)."""
+    return get(spec, "events.ruler.enabled") is True
+
+
+def _events_images(spec: Spec) -> tuple[str, ...]:
+    ruler = ("kube_events_ruler",) if _events_ruler(spec) else ()
+    return ("kube_events_operator", "configmap_reload", "kube_events_exporter", *ruler)
+
+
+_DEVOPS_BUILDERS = ("builder_base", "builder_nodejs", "builder_maven", "builder_maven_jdk11", "builder_python",
+                    "builder_go", "builder_go16", "builder_go17", "builder_go18")
+_S2I_TEMPLATE_IMAGES = ("s2i_binary", "java_8_centos7", "java_8_runtime", "java_11_centos7", "java_11_runtime",
+                        "nodejs_4_centos7", "nodejs_6_centos7", "nodejs_8_centos7", "python_27_centos7",
+                        "python_34_centos7", "python_35_centos7", "python_36_centos7", "tomcat85_java8_centos7",
+                        "tomcat85_java8_runtime", "tomcat85_java11_centos7", "tomcat85_java11_runtime")
+
+
+def _devops_images(spec: Spec) -> tuple[str, ...]:
+    """ks-devops, Jenkins with its agents' builder images (both flavours: the nodes' container runtime picks one) and
+    S2I with its builder templates' images; Argo CD unless the user runs it (devops.argocd.installation: custom)."""
+    argocd = () if get(spec, "devops.argocd.installation") == "custom" else (
+        "argocd", "argocd_applicationset", "argocd_dex", "argocd_redis")
+    return ("devops_apiserver", "devops_controller", "devops_tools", "jenkins", "jnlp_slave", "s2ioperator", "s2irun",
+            *_DEVOPS_BUILDERS, *(f"{b}_podman" for b in _DEVOPS_BUILDERS), *_S2I_TEMPLATE_IMAGES, *argocd)
 
 
 @dataclass(frozen=True)
@@ -131,6 +182,8 @@ class Module:
     """Run after these when they are enabled; blocked when one of them fails."""
     requires: tuple[str, ...] = ()
     """Must be enabled for this module to be installed; blocked otherwise."""
+    after: tuple[str, ...] = ()
+    """Run after these when they run in the same reconcile, whether they succeed or not (ordering only)."""
     status_key: str | tuple[tuple[str, Callable[[Spec], bool]], ...] | None = None
     """Dotted key under ``.status`` that upstream tools read (``status.<key>.status: enabled``); or several,
     each with the spec condition under which the module's install says "enabled" there (see status_keys)."""
@@ -198,36 +251,47 @@ MODULES: tuple[Module, ...] = (
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
-            "common.s3", "common.notification", "devops", "network", "servicemesh.enabled", "openpitrix",
+            "common.s3", "common.notification", "devops.enabled", "devops.sonarqube", "network",
+            "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
             "edgeruntime.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
            ("ks-core", "minio"), workloads=False, console=True, images=_config_images),
+    # Istio's monitors go into servicemesh's istio-system: after servicemesh, which creates (and owns) it.
     Module("monitoring", always,
-           ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass"),
-           ("preinstall",), status_key="monitoring", images=_monitoring_images),
-    Module("alerting", flag("alerting.enabled"), ("alerting",), ("monitoring",), requires=("monitoring",),
-           status_key="alerting"),
+           ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass", "servicemesh.enabled"),
+           ("preinstall",), after=("servicemesh",), status_key="monitoring", images=_monitoring_images),
+    Module("alerting", flag("alerting.enabled"),
+           ("alerting", "monitoring.nodeSelector", "monitoring.tolerations", "monitoring.affinity",
+            "common.monitoring.endpoint", "common.monitoring.type"),
+           ("monitoring",), requires=("monitoring",), status_key="alerting", images=("thanos",)),
     Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),
-           ("ks-core", "opensearch", "fluentbit"), status_key="auditing"),
-    Module("devops", flag("devops.enabled"), ("devops", "persistence.storageClass"),
-           ("ks-core", "openldap", "minio"), status_key="devops"),
+           ("ks-core", "opensearch", "fluentbit"), status_key="auditing",
+           images=("auditing_operator", "auditing_webhook")),
+    Module("devops", flag("devops.enabled"), ("devops", "persistence.storageClass", "common.s3"),
+           ("ks-core", "openldap", "minio", "monitoring"), status_key="devops", images=_devops_images),
     Module("events", flag("events.enabled"), ("events", *_LOG_BACKEND),
-           ("ks-core", "opensearch", "fluentbit"), status_key="events"),
+           ("ks-core", "opensearch", "fluentbit"), status_key=(("events.ruler", _events_ruler), ("events", always)),
+           images=_events_images),
     Module("logging", flag("logging.enabled"), ("logging", *_LOG_BACKEND),
-           ("ks-core", "opensearch", "fluentbit"), status_key="logging"),
+           ("ks-core", "opensearch", "fluentbit"), status_key="logging", images=_logging_images),
     Module("multicluster", equals("multicluster.clusterRole", "host"), ("multicluster",), ("ks-core",),
-           status_key="multicluster"),
-    Module("network", equals("network.topology.type", "weave-scope"), ("network.topology",), ("ks-core",),
-           status_key="network.topology"),
-    Module("openpitrix", flag("openpitrix.store.enabled"), ("openpitrix", "common.s3"), ("ks-core", "minio"),
-           status_key="openpitrix"),
+           status_key="multicluster", images=("tower", "kubefed")),
+    Module("network", equals("network.topology.type", "weave-scope"), (), ("ks-core",),
+           status_key="network.topology", images=("weave_scope",)),
+    # The App Store's S3 settings are kubesphere.yaml's (ks-config); upstream wrote no status for it.
+    Module("openpitrix", flag("openpitrix.store.enabled"), (), ("ks-core", "minio"), images=("openpitrix_jobs",)),
     Module("servicemesh", flag("servicemesh.enabled"), ("servicemesh", *_LOG_BACKEND),
-           ("ks-core", "opensearch"), status_key="servicemesh"),
-    Module("edgeruntime", flag("edgeruntime.enabled"), ("edgeruntime",), ("ks-core",),
-           status_key="edgeruntime"),
-    Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper"),
-    # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to).
-    Module("telemetry", flag("telemetry_enabled"), ("telemetry_enabled",), ("ks-core",), workloads=False),
+           ("ks-core", "opensearch"), status_key="servicemesh",
+           images=("istio_pilot", "istio_proxyv2", "jaeger_operator", "jaeger_agent", "jaeger_collector",
+                   "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali")),
+    Module("edgeruntime", all_of(flag("edgeruntime.enabled"), flag("edgeruntime.kubeedge.enabled")), ("edgeruntime",),
+           ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images),
+    Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper",
+           images=("gatekeeper",)),
+    # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to). It runs last,
+    # as upstream, so the report names the modules installed.
+    Module("telemetry", flag("telemetry_enabled"), ("multicluster.clusterRole",), ("ks-core", "ks-config"),
+           workloads=False),
 )
 
 
@@ -250,10 +314,31 @@ def dependents(name: str) -> tuple[str, ...]:
     return tuple(m.name for m in MODULES if name in m.depends or name in m.requires)
 
 
+def dependencies(name: str) -> tuple[str, ...]:
+    """Every module ``name`` builds on: its ``depends`` and ``requires``, and theirs, in registry order."""
+    found: set[str] = set()
+    todo = [name]
+    while todo:
+        module = get_module(todo.pop())
+        for d in module.depends + module.requires:
+            if d not in found:
+                found.add(d)
+                todo.append(d)
+    return tuple(m.name for m in MODULES if m.name in found)
+
+
+def readers(name: str) -> tuple[str, ...]:
+    """Other modules whose inputs hold a spec path that switches ``name`` (monitoring reads servicemesh.enabled
+    for Istio's monitors): when ``name`` is uninstalled, they stop using it first."""
+    paths = get_module(name).enabled.paths
+    return tuple(m.name for m in MODULES if m.name != name and any(
+        p == i or p.startswith(i + ".") for p in paths for i in m.inputs))
+
+
 def _check_registry() -> None:
     names = by_name()
     for m in MODULES:
-        unknown = set(m.depends + m.requires) - names.keys()
+        unknown = set(m.depends + m.requires + m.after) - names.keys()
         if unknown:
             raise ValueError(f"module {m.name} depends on unknown modules {sorted(unknown)}")
 

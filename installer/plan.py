@@ -19,7 +19,7 @@ from typing import Any
 
 from installer.changes import describe_changes
 from installer.fingerprint import inputs_of, module_hash
-from installer.modules import FIRST_INSTALL_ONLY, MODULES, Module, by_name
+from installer.modules import FIRST_INSTALL_ONLY, MODULES, Module, by_name, readers
 from installer.spec import Spec, get, has
 
 
@@ -63,6 +63,15 @@ class Record:
     @property
     def installed(self) -> bool:
         return self.hash is not None
+
+    @property
+    def complete(self) -> bool:
+        """Installed by a run that finished: no later run of it is open."""
+        return self.installed and self.intent is None
+
+    def current_at(self, wanted: str | None) -> bool:
+        """Complete, at the hash the spec asks for now."""
+        return self.complete and self.hash == wanted
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,21 +259,27 @@ def records_for(spec: Spec, files: FilesDigest) -> dict[str, Record]:
     return out
 
 
-def run_order(plan: Plan) -> dict[str, set[str]]:
-    """For every runnable step, the runnable steps that must finish first.
+def run_order(plan: Plan) -> dict[str, dict[str, bool]]:
+    """For every runnable step, the runnable steps that must finish first, each mapped to whether its failure
+    blocks the step.
 
-    Installs and upgrades wait for their dependencies; uninstalls wait for the uninstalls of the modules
-    that depend on them (remove logging before the opensearch it writes to).
+    Installs and upgrades wait for their dependencies (blocking) and for the modules they run ``after``
+    (ordering only); uninstalls wait for the uninstalls of the modules that depend on them (blocking: remove
+    logging before the opensearch it writes to), and for the installs and upgrades of the modules that read
+    their switch (ordering only: monitoring drops Istio's monitors before servicemesh removes istio-system).
     """
     modules = by_name()
     runnable = {s.module: s for s in plan.runnable}
-    order: dict[str, set[str]] = {}
-    for name, step in runnable.items():
-        if step.action == Action.UNINSTALL:
-            before = {d for d, s in runnable.items() if s.action == Action.UNINSTALL
-                      and name in modules[d].depends + modules[d].requires}
+    removing = {name for name, step in runnable.items() if step.action == Action.UNINSTALL}
+    applying = runnable.keys() - removing
+    order: dict[str, dict[str, bool]] = {}
+    for name in runnable:
+        module = modules[name]
+        if name in removing:
+            before = {d: True for d in removing if name in modules[d].depends + modules[d].requires}
+            before |= {d: False for d in readers(name) if d in applying}
         else:
-            before = {d for d in modules[name].depends + modules[name].requires
-                      if d in runnable and runnable[d].action != Action.UNINSTALL}
+            before = {d: False for d in module.after if d in applying}
+            before |= {d: True for d in module.depends + module.requires if d in applying}
         order[name] = before
     return order

@@ -5,33 +5,46 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer import KS_VERSION, __version__
+from installer import KS_VERSION, __version__, timeline
+from installer.cc_events import CcEvents
 from installer.config import SpecError, prepare
 from installer.drift import find_drift
 from installer.executor import Events, execute
-from installer.fingerprint import files_digest
+from installer.fingerprint import DigestCache
+from installer.hook_metrics import HookMetrics
 from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
-from installer.modules import MODULES, get_module, switch_paths
+from installer.member_clusters import role_change_errors
+from installer.modules import MODULES, dependencies, get_module, switch_paths
 from installer.plan import Action, Intent, Plan, Record, Step, applied_spec, build_plan
+from installer.retry import backoff_seconds
 from installer.runner import Outcome, PlaybookRunner, clean_run_dirs
-from installer.settings import NAMESPACE, PURGE_ANNOTATION, Settings
-from installer.state import StateStore, StateUnreadable, write_mirror
-from installer.status import Phase, StatusWriter, now_rfc3339
+from installer.settings import MEMBERS_JOINED, NAMESPACE, PURGE_ANNOTATION, Settings
+from installer.state import StateStore, write_mirror
+from installer.state_codec import StateUnreadable
+from installer.status import PHASES, Phase, StatusWriter, now_rfc3339
 from installer.welcome import ConsoleNotReady, welcome
 
 log = logging.getLogger("installer")
 RULE = "*" * 50
-BACKOFF_BASE, BACKOFF_MAX = 30, 1800
+PROGRESS_INTERVAL = 2.0
+"""Seconds between status patches that publish the running modules' current tasks."""
 
 _VERB = {Action.INSTALL: "installing", Action.UPGRADE: "upgrading", Action.UNINSTALL: "uninstalling"}
 """``Start installing X`` is upstream's line; upgrades and uninstalls say what they do."""
+_EVENT_RUNNING = {Action.INSTALL: "ModuleInstalling", Action.UPGRADE: "ModuleUpgrading",
+                  Action.UNINSTALL: "ModuleUninstalling"}
+_EVENT_DONE = {Action.INSTALL: "ModuleInstalled", Action.UPGRADE: "ModuleUpgraded",
+               Action.UNINSTALL: "ModuleUninstalled"}
+_DONE = {Action.INSTALL: "installed", Action.UPGRADE: "upgraded", Action.UNINSTALL: "uninstalled"}
 _PHASE_RUNNING = {Action.INSTALL: Phase.INSTALLING, Action.UPGRADE: Phase.UPGRADING,
                   Action.UNINSTALL: Phase.UNINSTALLING}
 
@@ -53,34 +66,6 @@ class Result:
         return not self.errors and all(o.ok for o in self.outcomes.values())
 
 
-def backoff_seconds(attempts: int) -> int:
-    return min(BACKOFF_BASE * 2 ** max(0, attempts - 1), BACKOFF_MAX)
-
-
-def _parse_time(value: str) -> dt.datetime:
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def due_for_retry(status: dict[str, Any] | None, now: dt.datetime | None = None) -> list[str]:
-    """Failed modules whose backoff has expired, and interrupted ones."""
-    now = now or dt.datetime.now(dt.UTC)
-    due = []
-    for name, mod in ((status or {}).get("modules") or {}).items():
-        if mod.get("phase") not in (Phase.FAILED, Phase.INTERRUPTED):
-            continue
-        retry_at = mod.get("nextRetryTime")
-        if not retry_at or _parse_time(retry_at) <= now:
-            due.append(name)
-    return sorted(due)
-
-
-def drift_check_due(status: dict[str, Any] | None, interval: int, now: dt.datetime | None = None) -> bool:
-    """Whether the last drift check (``status.lastDriftCheck``) is ``interval`` seconds old or more."""
-    last = (status or {}).get("lastDriftCheck")
-    now = now or dt.datetime.now(dt.UTC)
-    return not last or (now - _parse_time(last)).total_seconds() >= interval
-
-
 def check_drift(api: client.ApiClient) -> dict[str, list[str]]:
     """Compare every installed module's inventory with the cluster; record the check (and any drift) in status."""
     try:
@@ -92,6 +77,27 @@ def check_drift(api: client.ApiClient) -> dict[str, list[str]]:
         log.warning("Drift in %s: %s", module, "; ".join(problems))
     ClusterConfigurations(api).patch_status({"lastDriftCheck": now_rfc3339(), "drift": drift or None})
     return drift
+
+
+def with_dependencies_repaired(api: client.ApiClient, records: dict[str, Record],
+                               build: Callable[[dict[str, list[str]] | None], Plan],
+                               drift: dict[str, list[str]] | None) -> tuple[Plan, dict[str, list[str]]]:
+    """The plan ``build`` makes, and the drift it repairs: when modules install or upgrade, the installed modules
+    they build on that would not run are checked for missing objects (a namespace deleted by hand) and re-applied
+    first, in the same reconcile, so the new module does not land on a broken base."""
+    drift = dict(drift or {})
+    plan = build(drift)
+    applying = [s.module for s in plan.runnable if s.action in (Action.INSTALL, Action.UPGRADE)]
+    base = {d for name in applying for d in dependencies(name)}
+    idle = {n: records[n] for n in sorted(base) if n in records and plan.step(n).action == Action.UNCHANGED}
+    broken = find_drift(api, idle, missing_only=True) if idle else {}
+    for module, problems in sorted(broken.items()):
+        log.warning("Drift in %s, which %s build on: %s", module,
+                    ", ".join(n for n in applying if module in dependencies(n)), "; ".join(problems))
+    if not broken:
+        return plan, drift
+    drift |= broken
+    return build(drift), drift
 
 
 def purge_names(cc: dict[str, Any]) -> list[str]:
@@ -111,21 +117,27 @@ class Reconciler(Events):
         self.stop = threading.Event()
         self.ccs = ClusterConfigurations(api)
         self.store = StateStore(api)
+        self.digests = DigestCache(settings.digest_cache, settings.playbooks_dir, settings.roles_dir)
 
     def stopping(self) -> bool:
         return self.stop.is_set() or self.cancel.is_set()
 
     def files(self, module: Any) -> str:
-        return files_digest(module, self.settings.playbooks_dir, self.settings.roles_dir)
+        return self.digests(module)
 
     def plan(self, cc: dict[str, Any], force: bool = False,
              drift: dict[str, list[str]] | None = None) -> tuple[Plan | None, list[SpecError], Any]:
         records, previous = self.store.load()
-        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied_spec(records, previous))
-        if prepared.errors:
-            return None, prepared.errors, prepared
-        return build_plan(prepared.spec, records, self.files, force=force, plain=prepared.plain,
-                          kept=prepared.kept, drift=drift), [], prepared
+        applied = applied_spec(records, previous)
+        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
+        errors = prepared.errors or role_change_errors(self.api, applied, prepared.spec)
+        if errors:
+            return None, errors, prepared
+        def build(drift: dict[str, list[str]] | None) -> Plan:
+            return build_plan(prepared.spec, records, self.files, force=force, plain=prepared.plain,
+                              kept=prepared.kept, drift=drift)
+
+        return with_dependencies_repaired(self.api, records, build, drift)[0], [], prepared
 
     def run(self, force: bool = False, cc: dict[str, Any] | None = None,
             drift: dict[str, list[str]] | None = None) -> Result:
@@ -159,6 +171,11 @@ class Reconciler(Events):
         self.generation = cc["metadata"].get("generation")
         self.drift = drift or {}
         self.removing_all = remove_all
+        self.events = CcEvents(self.api, cc)
+        self.metrics = HookMetrics()
+        self.timeline: list[dict[str, Any]] = []
+        self.run_started = timeline.now_iso()
+        self.module_started: dict[str, dt.datetime] = {}
         clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         self.status = StatusWriter(self.ccs, cc.get("status"))
         try:
@@ -168,10 +185,14 @@ class Reconciler(Events):
                                  "or uninstalled. Inspect it with `python -m installer state show` and repair it "
                                  "with `python -m installer state reset [--module M]`")
             return Result(errors=[SpecError("state", str(exc))])
-        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied_spec(self.records, previous))
+        applied = applied_spec(self.records, previous)
+        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
         if prepared.errors:
             self._report_invalid(prepared.errors)
             return Result(errors=prepared.errors)
+        if errors := role_change_errors(self.api, applied, prepared.spec):
+            self._report_invalid(errors, MEMBERS_JOINED)
+            return Result(errors=errors)
         spec = prepared.spec
         if prepared.migrations:
             log.info("Migrated legacy settings: %s", "; ".join(prepared.migrations))
@@ -181,8 +202,11 @@ class Reconciler(Events):
         self.status.update({"warnings": prepared.warnings or None})
         self.store.save_spec(spec)
         purge = {m.name for m in MODULES} if purge_all else self._purge_requested(cc)
-        plan = build_plan(spec, self.records, self.files, force=force, plain=prepared.plain, kept=prepared.kept,
-                          drift=drift, remove_all=remove_all, purge=purge)
+        def build(drift: dict[str, list[str]] | None) -> Plan:
+            return build_plan(spec, self.records, self.files, force=force, plain=prepared.plain, kept=prepared.kept,
+                              drift=drift, remove_all=remove_all, purge=purge)
+
+        plan, self.drift = with_dependencies_repaired(self.api, self.records, build, drift)
         self.spec = spec
         self.plan_ = plan
         self.outcomes_: dict[str, Outcome] = {}
@@ -199,13 +223,14 @@ class Reconciler(Events):
         outcomes: dict[str, Outcome] = {}
         if plan.runnable:
             self.status.condition("Reconciling", True, "Running", self._summary(plan), self.generation)
+            self.status.update({"modulesReady": self._modules_ready()})
             for step in plan.steps:
                 if step.action == Action.BLOCKED:
                     self.blocked(step, [step.reason])
             self.status.flush()
             variables = {**spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
                          "ks_installer_version": __version__, "ks_namespace": NAMESPACE}
-            runner = PlaybookRunner(self.settings, variables, self.cancel)
+            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=self.task_started)
             log.info(RULE)
             log.info("Waiting for all tasks to be completed ...")
             outcomes = execute(plan, runner.run, self, self.settings.max_parallel, self.stopping)
@@ -242,11 +267,20 @@ class Reconciler(Events):
     # Events from the executor (always on this thread).
     def started(self, step: Step) -> None:
         log.info("Start %s %s", _VERB[step.action], step.module)
+        self.module_started[step.module] = dt.datetime.now(dt.UTC)
+        self.events.normal(_EVENT_RUNNING[step.action], f"Start {_VERB[step.action]} {step.module}")
         for change in step.changes:
             log.info("[%s] %s", step.module, change)
         self._intend(step, "running")
-        self.status.module(step.module, _PHASE_RUNNING[step.action], hash=step.hash)
+        self.status.module(step.module, _PHASE_RUNNING[step.action], hash=step.hash, task=0, currentTask=None)
         self.status.flush()
+
+    def task_started(self, module: str, index: int, task: str) -> None:
+        """From a playbook's thread: the module's current task, published by tick() at most every few seconds."""
+        self.status.update({"modules": {module: {"task": index, "currentTask": task[:200]}}})
+
+    def tick(self) -> None:
+        self.status.flush_every(PROGRESS_INTERVAL)
 
     def _intend(self, step: Step, outcome: str) -> None:
         """Record that the module's run started (or how it ended without success): until a success clears it,
@@ -265,6 +299,20 @@ class Reconciler(Events):
         self.outcomes_[step.module] = outcome
         state = "successful" if outcome.ok else "interrupted" if outcome.interrupted else "failed"
         log.info("task %s status is %s  (%d/%d)", step.module, state, self.done, self.total)
+        # The run's task count stays as the next run's estimate (python -m installer watch).
+        self.status.update({"modules": {step.module: {"task": None, "currentTask": None,
+                                                      "tasks": outcome.tasks or None}}})
+        end = dt.datetime.now(dt.UTC)
+        start = self.module_started.pop(step.module, end)
+        seconds = (end - start).total_seconds()
+        self.metrics.module_ran(step.module, step.action.value, state, seconds)
+        self.timeline.append({"module": step.module, "action": step.action.value, "outcome": state,
+                              "start": start.isoformat(), "end": end.isoformat(),
+                              "failedTask": outcome.failed_task, "tasks": list(outcome.spans)})
+        if outcome.interrupted:
+            self.events.warning("ModuleInterrupted", f"{step.module}: {outcome.message}")
+        elif outcome.ok:
+            self.events.normal(_EVENT_DONE[step.action], f"{step.module} {_DONE[step.action]} in {seconds:.0f}s")
         module = get_module(step.module)
         if outcome.interrupted:
             self._intend(step, "interrupted")
@@ -272,6 +320,10 @@ class Reconciler(Events):
         elif not outcome.ok:
             self._intend(step, "failed")
             self._failed(step, outcome)
+            if step.action == Action.INSTALL:  # an upgrade that failed leaves the installed version running
+                for key, on in module.status_keys(self.spec).items():
+                    if on:
+                        self.status.failed(key, outcome.message or f"{step.module} failed")
         elif step.action == Action.UNINSTALL:
             self.store.forget(step.module)
             self.records.pop(step.module, None)
@@ -294,10 +346,18 @@ class Reconciler(Events):
             self._maybe_welcome()
         self.status.flush()
 
+    def _modules_ready(self) -> str:
+        """``installed/enabled`` for kubectl get cc: a module counts when a finished run installed it at the hash
+        the spec asks for now (not while it is about to re-run, nor after a failed upgrade)."""
+        enabled = [] if self.removing_all else [m.name for m in MODULES if m.enabled(self.spec)]
+        wanted = {s.module: s.hash for s in self.plan_.steps}
+        ready = sum(1 for n in enabled if n in self.records and self.records[n].current_at(wanted.get(n)))
+        return f"{ready}/{len(enabled)}"
+
     def _complete(self, name: str) -> bool:
         """Installed by a run that finished: no later run of it is open."""
         record = self.records.get(name)
-        return record is not None and record.installed and record.intent is None
+        return record is not None and record.complete
 
     def _maybe_welcome(self) -> None:
         """Start the result step once every console module is installed and none is still to run."""
@@ -347,6 +407,8 @@ class Reconciler(Events):
                            attempts=attempts, nextRetryTime=retry_at.strftime("%Y-%m-%dT%H:%M:%SZ"))
         log.error("Task '%s' failed: %s%s", step.module,
                   f"[{outcome.failed_task}] " if outcome.failed_task else "", outcome.message)
+        self.events.warning("ModuleFailed", f"{step.module} failed"
+                            f"{f' at task {outcome.failed_task!r}' if outcome.failed_task else ''}: {outcome.message}")
 
     def _finish(self, plan: Plan, outcomes: dict[str, Outcome]) -> None:
         failed = sorted(n for n, o in outcomes.items() if not o.ok and not o.interrupted)
@@ -373,16 +435,26 @@ class Reconciler(Events):
             log.info("Reconcile finished, Ready: %s", detail)
         self.status.condition("Reconciling", False, "Done", "reconcile finished", self.generation)
         self._console_still_ready()
-        installed = sum(1 for n in enabled if self._complete(n))
-        self.status.update({"observedGeneration": self.generation, "modulesReady": f"{installed}/{len(enabled)}"})
+        self.status.update({"observedGeneration": self.generation, "modulesReady": self._modules_ready(),
+                            "stateRevision": self.store.revision})
         self.status.flush()
+        self._count_phases()
+        if self.timeline:
+            timeline.write(self.settings.results_dir, self.generation, self.run_started, self.timeline)
         write_mirror(self.settings.results_dir / "last-applied-configs.yaml", self.records)
 
-    def _report_invalid(self, errors: list[SpecError]) -> None:
-        log.error("The ClusterConfiguration spec is invalid; nothing was changed:")
-        for err in errors:
-            log.error("  %s: %s", err.path, err.message)
-        self._report_stalled("InvalidSpec", "; ".join(f"{e.path}: {e.message}" for e in errors), log_it=False)
+    def _count_phases(self) -> None:
+        phases = Counter(m.get("phase") for m in (self.status.current.get("modules") or {}).values())
+        self.metrics.phases(dict(phases), PHASES)
+        self.metrics.write()
+
+    def _report_invalid(self, errors: list[SpecError], reason: str = "InvalidSpec") -> None:
+        # One record: the lines belong together (and a burst of records can lose its level, see hooklog).
+        log.error("The ClusterConfiguration spec is invalid; nothing was changed:\n%s",
+                  "\n".join(f"  {err.path}: {err.message}" for err in errors))
+        message = "; ".join(f"{e.path}: {e.message}" for e in errors)
+        self.events.warning(reason, f"nothing was changed: {message}")
+        self._report_stalled(reason, message, log_it=False)
 
     def _report_stalled(self, reason: str, message: str, log_it: bool = True) -> None:
         if log_it:

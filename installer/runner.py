@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ class Outcome:
     tasks: int = 0
     inventory: tuple[Ref, ...] = ()
     """What the run left applied (install/upgrade)."""
+    spans: tuple[dict[str, Any], ...] = ()
+    """Each task's name, start, end and outcome (ok, changed, skipped, failed), for the timeline."""
 
     @property
     def interrupted(self) -> bool:
@@ -42,26 +45,45 @@ class Outcome:
         return self.status == "canceled"
 
 
-class _Progress:
-    """ansible-runner event handler: task counters in the log, the first failure remembered."""
+_TASK_ENDS = {"runner_on_ok": "ok", "runner_on_skipped": "skipped", "runner_on_failed": "failed",
+              "runner_on_unreachable": "failed"}
 
-    def __init__(self, module: str) -> None:
+
+class _Progress:
+    """ansible-runner event handler: task counters in the log, the first failure remembered, task spans."""
+
+    def __init__(self, module: str, on_task: Callable[[str, int, str], None] | None = None) -> None:
         self.module = module
+        self.on_task = on_task
         self.tasks = 0
         self.failed_task: str | None = None
         self.message: str | None = None
+        self.spans: list[dict[str, Any]] = []
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind, data = event.get("event"), event.get("event_data") or {}
         if kind == "playbook_on_task_start" and not data.get("is_conditional"):
             self.tasks += 1
             log.info("[%s] task %d: %s", self.module, self.tasks, data.get("task", "").strip())
+            self.spans.append({"task": data.get("task", "").strip(), "start": event.get("created"),
+                               "end": event.get("created"), "outcome": "running"})
+            if self.on_task:
+                self.on_task(self.module, self.tasks, self.spans[-1]["task"])
         elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             if self.failed_task is None:
                 self.failed_task = data.get("task")
                 self.message = _error_text(data.get("res") or {})
                 log.error("[%s] task failed: %s: %s", self.module, self.failed_task, self.message)
+        if kind in _TASK_ENDS and self.spans:
+            self._end_span(_TASK_ENDS[kind], event, data)
         return True
+
+    def _end_span(self, outcome: str, event: dict[str, Any], data: dict[str, Any]) -> None:
+        if outcome == "ok" and (data.get("res") or {}).get("changed"):
+            outcome = "changed"
+        elif outcome == "failed" and data.get("ignore_errors"):
+            outcome = "ok"
+        self.spans[-1].update(end=event.get("created"), outcome=outcome)
 
 
 def _error_text(res: dict[str, Any]) -> str:
@@ -89,10 +111,12 @@ def clean_run_dirs(run_dir: Path) -> None:
 class PlaybookRunner:
     """Runs install/uninstall playbooks with a fresh private_data_dir per run."""
 
-    def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event) -> None:
+    def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event,
+                 on_task: Callable[[str, int, str], None] | None = None) -> None:
         self.settings = settings
         self.variables = variables
         self.cancel = cancel
+        self.on_task = on_task
 
     def run(self, step: Step) -> Outcome:
         module = get_module(step.module)
@@ -101,7 +125,7 @@ class PlaybookRunner:
         results = self.settings.results_dir
         shutil.rmtree(results / module.name, ignore_errors=True)
         results.mkdir(parents=True, exist_ok=True)
-        progress = _Progress(module.name)
+        progress = _Progress(module.name, self.on_task)
         self.settings.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
             extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
@@ -129,7 +153,7 @@ class PlaybookRunner:
         elif not ok and message is None:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         return Outcome(module.name, step.action, ok, result.status, progress.failed_task,
-                       None if ok else message, progress.tasks, inventory)
+                       None if ok else message, progress.tasks, inventory, tuple(progress.spans))
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.

@@ -20,6 +20,9 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "ks-installer"}
 RETRY_ANNOTATION = "installer.kubesphere.io/retry"
 PURGE_ANNOTATION = "installer.kubesphere.io/purge"
 """Modules (comma-separated, or ``all``) whose next uninstall also removes their PVCs and CRDs."""
+#: The Stalled reason of a host -> none/member change refused while member clusters are joined: the spec is fine,
+#: the cluster is not yet, so the schedule binding checks again every minute.
+MEMBERS_JOINED = "MembersJoined"
 
 
 _REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +54,11 @@ class Settings:
     console_timeout: int
     drift_interval: int
     """Seconds between drift checks on the schedule binding (0: every tick)."""
+
+    @property
+    def digest_cache(self) -> Path:
+        """Where the modules' file digests are kept between runs (installer.fingerprint.DigestCache)."""
+        return self.base_dir / "cache" / "file-digests.json"
 
     @property
     def running_file(self) -> Path:

@@ -8,8 +8,6 @@ the next reconcile that the module may be half-applied.
 
 from __future__ import annotations
 
-import base64
-import json
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +19,25 @@ from installer.config.secrets import redact
 from installer.plan import Record
 from installer.settings import MANAGED_BY, NAMESPACE, STATE_SECRET
 from installer.spec import merge, nested
-
-SPEC_KEY = "_spec"
-"""The last spec that passed validation (the baseline for forbidden-transition checks)."""
-
-
-def _encode(value: Any) -> str:
-    return base64.b64encode(json.dumps(value, sort_keys=True).encode()).decode()
-
-
-def _decode(value: str) -> Any:
-    return json.loads(base64.b64decode(value, validate=True))
-
-
-class StateUnreadable(RuntimeError):
-    """The state Secret holds an entry that cannot be decoded."""
+from installer.state_codec import SPEC_KEY, encode, parse
 
 
 class StateStore:
     def __init__(self, api: client.ApiClient, name: str = STATE_SECRET, namespace: str = NAMESPACE) -> None:
         self.core = client.CoreV1Api(api)
         self.name, self.namespace = name, namespace
+        self.revision: str | None = None
+        """resourceVersion of the Secret as last read or written (the hook's fast path compares it)."""
 
     def _read(self) -> dict[str, str]:
         try:
-            return self.core.read_namespaced_secret(self.name, self.namespace).data or {}
+            secret = self.core.read_namespaced_secret(self.name, self.namespace)
         except ApiException as exc:
             if exc.status == 404:
                 return {}
             raise
+        self.revision = secret.metadata.resource_version
+        return secret.data or {}
 
     @property
     def ref(self) -> str:
@@ -57,20 +45,7 @@ class StateStore:
 
     def load(self) -> tuple[dict[str, Record], dict[str, Any] | None]:
         """Module records and the last accepted spec; StateUnreadable names the first bad entry."""
-        records: dict[str, Record] = {}
-        spec = None
-        for key, value in self._read().items():
-            try:
-                decoded = _decode(value)
-                if key == SPEC_KEY:
-                    if not isinstance(decoded, dict):
-                        raise TypeError(f"expected an object, got {type(decoded).__name__}")
-                    spec = decoded
-                elif not key.startswith("_"):
-                    records[key] = Record.from_dict(decoded)
-            except (ValueError, TypeError, KeyError, AttributeError) as exc:
-                raise StateUnreadable(f"{self.ref}, key {key!r}: {type(exc).__name__}: {exc}") from None
-        return records, spec
+        return parse(self._read(), self.ref)
 
     def raw(self) -> dict[str, str]:
         """The Secret's entries, undecoded (for inspection and repair)."""
@@ -79,22 +54,23 @@ class StateStore:
     def _patch(self, data: dict[str, str | None]) -> None:
         body = {"data": data}
         try:
-            self.core.patch_namespaced_secret(self.name, self.namespace, body)
+            written = self.core.patch_namespaced_secret(self.name, self.namespace, body)
         except ApiException as exc:
             if exc.status != 404:
                 raise
             meta = client.V1ObjectMeta(name=self.name, namespace=self.namespace, labels=dict(MANAGED_BY))
             kept = {k: v for k, v in data.items() if v is not None}
-            self.core.create_namespaced_secret(self.namespace, client.V1Secret(metadata=meta, data=kept))
+            written = self.core.create_namespaced_secret(self.namespace, client.V1Secret(metadata=meta, data=kept))
+        self.revision = written.metadata.resource_version
 
     def save(self, record: Record) -> None:
-        self._patch({record.module: _encode(record.to_dict())})
+        self._patch({record.module: encode(record.to_dict())})
 
     def forget(self, module: str) -> None:
         self._patch({module: None})
 
     def save_spec(self, spec: dict[str, Any]) -> None:
-        self._patch({SPEC_KEY: _encode(spec)})
+        self._patch({SPEC_KEY: encode(spec)})
 
     def delete(self) -> None:
         """Remove the whole store: the next reconcile installs every enabled module and uninstalls nothing."""

@@ -7,9 +7,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
-from installer.kube import ClusterConfigurations
 from installer.spec import merge, nested
 
 
@@ -25,6 +24,14 @@ class Phase:
     """The installer stopped while the module ran; it is re-run on the next start (no backoff)."""
 
 
+PHASES = [value for key, value in vars(Phase).items() if key.isupper()]
+
+
+def condition_of(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The condition of ``type_`` in a cc's status (``{}`` when it has none)."""
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), {})
+
+
 def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -34,15 +41,22 @@ def enabled_time() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%Z")
 
 
+class StatusSink(Protocol):
+    """Where status patches go: the cc through the API (installer.kube), or shell-operator's patch file."""
+
+    def patch_status(self, status: dict[str, Any]) -> None: ...
+
+
 class StatusWriter:
     """Collects status changes and writes them as one merge patch per ``flush``."""
 
-    def __init__(self, ccs: ClusterConfigurations, current: dict[str, Any] | None) -> None:
+    def __init__(self, ccs: StatusSink, current: dict[str, Any] | None) -> None:
         self.ccs = ccs
         self.current = current or {}
         self.conditions: list[dict[str, Any]] = list(self.current.get("conditions") or [])
         self.pending: dict[str, Any] = {}
         self.lock = threading.RLock()
+        self.flushed_at = 0.0
 
     def update(self, patch: dict[str, Any]) -> None:
         with self.lock:
@@ -68,11 +82,26 @@ class StatusWriter:
                 mirror[key] = value
 
     def enabled(self, key: str, extra: dict[str, Any] | None = None) -> None:
-        """Upstream ``status.<key>: {status: enabled, enabledTime}``."""
-        self.update(nested(key, {"status": "enabled", "enabledTime": enabled_time(), **(extra or {})}))
+        """Upstream ``status.<key>: {status: enabled, enabledTime}`` (without the message of a failed install)."""
+        self.update(nested(key, {"status": "enabled", "enabledTime": enabled_time(), "message": None,
+                                 **(extra or {})}))
+
+    def failed(self, key: str, message: str) -> None:
+        """``status.<key>: {status: failed, message}``: a component whose install did not come up."""
+        self.update(nested(key, {"status": "failed", "message": message}))
 
     def cleared(self, key: str) -> None:
-        self.update(nested(key, None))
+        """Remove ``status.<key>``; nothing to add when a parent key is already being removed (a merge of the
+        child's null into the parent's would bring the parent back as ``{child: null}``)."""
+        with self.lock:
+            node: Any = self.pending
+            for part in key.split("."):
+                if not isinstance(node, dict) or part not in node:
+                    break
+                if node[part] is None:
+                    return
+                node = node[part]
+            self.update(nested(key, None))
 
     def condition(self, type_: str, status: bool, reason: str, message: str, generation: int | None) -> None:
         with self.lock:
@@ -89,7 +118,13 @@ class StatusWriter:
         self.update({"conditions": self.conditions})
 
     def flush(self) -> None:
-        with self.lock:
+        with self.lock:  # held while patching too, so patches land in the order they were made
             pending, self.pending = self.pending, {}
-        if pending:
-            self.ccs.patch_status(pending)
+            if pending:
+                self.ccs.patch_status(pending)
+            self.flushed_at = time.monotonic()
+
+    def flush_every(self, seconds: float) -> None:
+        """Flush if the last flush is ``seconds`` old: progress while playbooks run, one patch per interval."""
+        if time.monotonic() - self.flushed_at >= seconds:
+            self.flush()

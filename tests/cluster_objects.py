@@ -19,7 +19,8 @@ KINDS = (
     ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
     ("monitoring.coreos.com/v1", "Prometheus"), ("monitoring.coreos.com/v1", "Alertmanager"),
-    ("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PodMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
 )
 
 
@@ -54,3 +55,16 @@ def delete_namespace(api: client.ApiClient, name: str, timeout: float = 120) -> 
             raise
         time.sleep(0.5)
     raise AssertionError(f"namespace {name} still present after {timeout}s")
+
+
+def delete_webhooks(api: client.ApiClient, module: str) -> None:
+    """Delete ``module``'s admission webhook configurations: on the simulated cluster nothing serves them, so one
+    left registered (Istio's injector matches pods everywhere) would refuse the pods of every later test."""
+    admission = client.AdmissionregistrationV1Api(api)
+    selector = f"{MODULE_LABEL}={module}"
+    for webhook in admission.list_mutating_webhook_configuration(label_selector=selector).items:
+        with contextlib.suppress(ApiException):
+            admission.delete_mutating_webhook_configuration(webhook.metadata.name)
+    for webhook in admission.list_validating_webhook_configuration(label_selector=selector).items:
+        with contextlib.suppress(ApiException):
+            admission.delete_validating_webhook_configuration(webhook.metadata.name)

@@ -10,11 +10,13 @@ import json
 import os
 import signal
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from kubernetes import client, config
@@ -27,10 +29,37 @@ from simcluster import SimCluster
 WIDGET = {"group": "test.ks-installer.io", "version": "v1", "plural": "widgets", "kind": "Widget"}
 
 
+class TelemetryReceiver(BaseHTTPRequestHandler):
+    """Records the usage reports the telemetry module sends (no test reaches kubesphere.io)."""
+
+    received: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.received.append(self.path)
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="session", autouse=True)
+def telemetry_receiver() -> Iterator[list[str]]:
+    """KS_TELEMETRY_URL for every test: a receiver on loopback; yields the request paths it got."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), TelemetryReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KS_TELEMETRY_URL", f"http://127.0.0.1:{server.server_address[1]}/log/")
+        yield TelemetryReceiver.received
+    server.shutdown()
+
+
 @pytest.fixture(scope="session")
 def sim_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimCluster]:
     """The running cluster (``.kubeconfig``, ``.kubectl(...)``, ``.state_dir``); KUBECONFIG points at it."""
     reuse = os.environ.get("KS_SIM_KUBECONFIG")
+    if reuse and os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
+        pytest.exit("KS_SIM_KUBECONFIG shares one cluster: run without pytest-xdist workers (-n 0)", returncode=2)
     if reuse:
         cluster = SimCluster.attach(reuse)
     else:

@@ -46,6 +46,13 @@ def forget_installer(api: client.ApiClient) -> None:
                 raise
 
 
+def upstream_objects(module: str) -> set[tuple[str, str, str]]:
+    """(kind, namespace or "", name) of what ks-installer v3.4.1 created for ``module`` (tests/parity/upstream),
+    without the objects whose names upstream generated at random."""
+    data = json.loads((REPO / "tests" / "parity" / "upstream" / f"{module}.json").read_text())
+    return {(o["kind"], o["namespace"] or "", o["name"]) for o in data["objects"] if not o.get("name_is_random")}
+
+
 def upstream_kinds(module: str) -> dict[str, int]:
     """Objects per kind that ks-installer v3.4.1 created for ``module`` (tests/parity/upstream)."""
     data = json.loads((REPO / "tests" / "parity" / "upstream" / f"{module}.json").read_text())

@@ -41,10 +41,16 @@ def filter_plugins(role: str, name: str) -> ModuleType:
 Objects = list[dict[str, Any]]
 
 
+def engine_vars(module: str) -> dict[str, Any]:
+    """The variables the engine gives every playbook of ``module`` besides the spec and cluster facts."""
+    return {"ks_module": module, "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1"}
+
+
 def render_scenarios(role: str, fact: str, scenarios: dict[str, dict[str, Any]], out: Path,
-                     play_vars: dict[str, Any]) -> dict[str, Objects]:
+                     play_vars: dict[str, Any] | None = None) -> dict[str, Objects]:
     """Render ``role``'s ``tasks/render.yaml`` once per scenario (its variables) in one ansible-playbook run;
-    the objects each scenario left in ``fact``."""
+    the objects each scenario left in ``fact``. ``play_vars`` default to the engine's for the module ``role``."""
+    play_vars = engine_vars(role) if play_vars is None else play_vars
     tasks = []
     for name, variables in scenarios.items():
         tasks += [{"ansible.builtin.include_role": {"name": role, "tasks_from": "render"}, "vars": variables},

@@ -15,6 +15,18 @@ def _names(users: list[str], one: str = "writes", many: str = "write") -> str:
 
 def warnings(spec: dict[str, Any]) -> list[str]:
     """What the log, the cc status and ``plan`` tell the user about ``spec``."""
+    return _edge_runtime(spec) + _log_store(spec)
+
+
+def _edge_runtime(spec: dict[str, Any]) -> list[str]:
+    """KubeEdge is installed only with both switches on, as upstream; one alone changes kubesphere.yaml only."""
+    if get(spec, "edgeruntime.enabled") is True and get(spec, "edgeruntime.kubeedge.enabled") is not True:
+        return ["edgeruntime.enabled is true but edgeruntime.kubeedge.enabled is not: KubeEdge is not installed "
+                "(set both to true)"]
+    return []
+
+
+def _log_store(spec: dict[str, Any]) -> list[str]:
     users = [u for u in _LOG_USERS if get(spec, f"{u}.enabled") is True]
     if not users:
         return []

@@ -30,7 +30,7 @@ def test_demo_up_then_down(tmp_path: Path) -> None:
         up = demo("up", state)
         assert up.returncode == 0, up.stderr[-3000:]
         assert "###              Welcome to KubeSphere!           ###" in up.stdout
-        assert re.search(r"ks-installer\s+True\s+4/4\s+Installed\s+v3\.4\.1", up.stdout), up.stdout
+        assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", up.stdout), up.stdout
         assert f"export KUBECONFIG={state / 'cluster' / 'kubeconfig'}" in up.stdout
         assert (state / "kubesphere" / "results" / "ks-core" / "stdout").is_file()
         pids = [json.loads((state / "shell-operator.pid").read_text())["pid"]]

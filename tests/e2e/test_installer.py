@@ -11,6 +11,7 @@ import base64
 import json
 import re
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MODULES = {"preinstall", "ks-core", "ks-config", "monitoring"}
 CORE_DEPLOYMENTS = ("ks-apiserver", "ks-console", "ks-controller-manager")
-RECONCILE_TIMEOUT = 600
+RECONCILE_TIMEOUT = 420
 
 
 @dataclass
@@ -51,8 +52,8 @@ class Session:
         self.operator.start()
         self.operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60)
 
-    def hook_lines(self, since: int = 0) -> list[str]:
-        """The hook's log lines (shell-operator logs one JSON object per line; hook output is its ``msg``)."""
+    def hook_entries(self, since: int = 0) -> list[dict[str, Any]]:
+        """The hook's entries in shell-operator's log (one JSON object per line; hook output is its ``msg``)."""
         out = []
         for raw in self.operator.log_text()[since:].splitlines():
             try:
@@ -60,8 +61,11 @@ class Session:
             except ValueError:
                 continue
             if isinstance(entry, dict) and entry.get("output") in ("stdout", "stderr"):
-                out.append(str(entry.get("msg", "")))
+                out.append(entry)
         return out
+
+    def hook_lines(self, since: int = 0) -> list[str]:
+        return [str(entry.get("msg", "")) for entry in self.hook_entries(since)]
 
     def wait_reconciled(self, since: int) -> list[str]:
         """Wait for the end of a reconcile logged after ``since``; the hook's lines of it."""
@@ -133,33 +137,44 @@ def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
                                    NAMESPACE, "cc/ks-installer", timeout=RECONCILE_TIMEOUT + 30)
     assert "condition met" in wait.stdout
     lines = session.wait_reconciled(mark)
-    assert started(lines) == DEFAULT_MODULES
-    assert "Waiting for all tasks to be completed ..." in lines
-    assert any(re.fullmatch(r"task ks-core status is successful  \(\d/4\)", line) for line in lines)
+    assert started(lines) == DEFAULT_MODULES, lines
+    assert "Waiting for all tasks to be completed ..." in lines, lines
+    assert any(re.fullmatch(r"task ks-core status is successful  \(\d/4\)", line) for line in lines), lines
     # the welcome box, in the pod log and in the file KubeKey reads
-    assert "###              Welcome to KubeSphere!           ###" in lines
+    assert "###              Welcome to KubeSphere!           ###" in lines, lines
     running = (session.base / "playbooks" / "kubesphere_running").read_text()
-    assert "Welcome to KubeSphere!" in running and "Account: admin" in running
+    assert "Welcome to KubeSphere!" in running and "Account: admin" in running, running
     console = next(line for line in running.splitlines() if line.startswith("Console: "))
-    assert re.fullmatch(r"Console: http://172\.31\.\d+\.\d:30880", console)  # a node IP of this cluster
+    assert re.fullmatch(r"Console: http://172\.31\.\d+\.\d:30880", console), running  # a node IP of this cluster
     apps = client.AppsV1Api(session.api)
     for name in CORE_DEPLOYMENTS:
         conds = apps.read_namespaced_deployment(name, NAMESPACE).status.conditions
-        assert any(c.type == "Available" and c.status == "True" for c in conds), name
+        assert any(c.type == "Available" and c.status == "True" for c in conds), (name, conds)
     status = session.cc()["status"]
-    assert status["core"]["status"] == "enabled" and status["core"]["version"] == "v3.4.1"
-    assert status["monitoring"]["status"] == "enabled"
+    assert status["core"]["status"] == "enabled" and status["core"]["version"] == "v3.4.1", status
+    assert status["monitoring"]["status"] == "enabled", status
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\w+", status["monitoring"]["enabledTime"])
     # each module's Ansible output in its results dir
     for module in DEFAULT_MODULES:
         stdout = (session.base / "results" / module / "stdout").read_text()
-        assert "PLAY RECAP" in stdout, module
+        assert "PLAY RECAP" in stdout, (module, stdout[-2000:])
     # secrets never reach the log
     secret = client.CoreV1Api(session.api).read_namespaced_secret("kubesphere-secret", NAMESPACE)
     jwt = secret.data["secret"]
     assert base64.b64decode(jwt).decode() not in session.operator.log_text()
     printed = session.kubectl("get", "cc", "-n", NAMESPACE)
-    assert re.search(r"ks-installer\s+True\s+4/4\s+Installed\s+v3\.4\.1", printed), printed
+    assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", printed), printed
+    # The story in kubectl describe (Events written with the installer's own RBAC) ...
+    described = session.kubectl("describe", "cc", "ks-installer", "-n", NAMESPACE)
+    for module in DEFAULT_MODULES:
+        assert re.search(rf"Normal\s+ModuleInstalled\s+.*{re.escape(module)} installed in \d+s", described), described
+    # ... and the run in the hooks' metrics shell-operator serves.
+    with urllib.request.urlopen(f"http://127.0.0.1:{session.operator.port}/metrics/hooks", timeout=10) as response:
+        metrics = response.read().decode()
+    for module in DEFAULT_MODULES:
+        assert re.search(rf'ks_installer_module_run_seconds_count{{[^}}]*module="{re.escape(module)}"[^}}]*}} 1',
+                         metrics), (module, metrics[-3000:])
+    assert re.search(r'ks_installer_modules{[^}]*phase="Installed"[^}]*} 4', metrics), metrics[-3000:]
 
 
 def test_edit_that_changes_no_input_runs_nothing(session: Session) -> None:
@@ -170,6 +185,9 @@ def test_edit_that_changes_no_input_runs_nothing(session: Session) -> None:
     lines = session.wait_reconciled(mark)
     assert session.cc()["metadata"]["generation"] == generation + 1
     assert "Plan: nothing to do" in lines
+    # Decided from the snapshots shell-operator passes (the cc and the state Secret), the status written back
+    # through its patch file.
+    assert "Settled from shell-operator's snapshots: no API call was needed" in lines
     assert not started(lines)
     assert resource_versions(session.api) == before
     assert session.wait_observed()["observedGeneration"] == generation + 1
@@ -278,6 +296,9 @@ def test_bad_spec_is_stalled_and_changes_nothing(session: Session, spec: dict[st
     lines = session.wait_reconciled(mark)
     assert not started(lines)
     assert any(field in line and expected in line for line in lines), lines
+    # In the pod log at error level, not info.
+    errors = [e["msg"] for e in session.hook_entries(mark) if e.get("level") == "error"]
+    assert any("spec is invalid" in msg and field in msg for msg in errors), session.hook_entries(mark)
     stalled = session.condition("Stalled")
     assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec" and field in stalled["message"]
     assert session.condition("Ready")["status"] == "False"

@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,11 @@ class Installer:
             raise AssertionError(f"reconcile crashed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return proc
 
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``python -m installer <args>`` against the simulated cluster."""
+        return subprocess.run([sys.executable, "-m", "installer", *args], env=self.environ(), capture_output=True,
+                              text=True, timeout=120, check=False)
+
     def reconcile_ok(self) -> list[str]:
         """One successful reconcile; the modules it ran."""
         proc = self.reconcile()
@@ -93,6 +98,13 @@ class Installer:
     def condition(self, type_: str) -> dict[str, Any]:
         return next(c for c in self.status().get("conditions", []) if c["type"] == type_)
 
+    def cc_events(self) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the Events on the current cc, oldest first."""
+        uid = self.cc()["metadata"]["uid"]
+        events = client.CoreV1Api(self.api).list_namespaced_event(
+            NAMESPACE, field_selector=f"involvedObject.uid={uid}").items
+        return [(e.type, e.reason, e.message) for e in sorted(events, key=lambda e: e.first_timestamp)]
+
     def module_objects(self) -> dict[str, dict[str, str]]:
         """The installer's objects by module: ``{module: {"Kind/ns/name": resourceVersion}}``."""
         return labelled_objects(self.api)
@@ -116,6 +128,15 @@ class Installer:
         """Modules whose playbook ran, from the log lines users see."""
         return sorted(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("task ")
                       and " status is " in line)
+
+
+def between_cleanups(installer: Installer, clean: Callable[[client.ApiClient], None]) -> Iterator[Installer]:
+    """For a module test's fixture: ``installer`` (console wait shortened: the console is ks-core's business) with
+    ``clean`` (what the test's module leaves behind, or a failed run before it) run before and after."""
+    clean(installer.api)
+    installer.env["KS_CONSOLE_TIMEOUT"] = "1"
+    yield installer
+    clean(installer.api)
 
 
 def stored_state(installer: Installer) -> dict[str, Any]:

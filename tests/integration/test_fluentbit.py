@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer.settings import MODULE_LABEL
 
-from .conftest import REPO, Installer
+from .conftest import REPO, Installer, between_cleanups
 
 pytestmark = pytest.mark.cluster
 NS = "kubesphere-logging-system"
@@ -51,10 +51,7 @@ def _clean(api: client.ApiClient) -> None:
 
 @pytest.fixture
 def fluentbit(installer: Installer) -> Iterator[Installer]:
-    _clean(installer.api)
-    installer.env["KS_CONSOLE_TIMEOUT"] = "1"
-    yield installer
-    _clean(installer.api)
+    yield from between_cleanups(installer, _clean)
 
 
 def objects(installer: Installer) -> set[str]:

@@ -153,6 +153,7 @@ def test_metrics_server_install_fail_uninstall_and_reenable(metrics: Installer, 
     condition = available(api)
     assert condition["status"] == "False"
     assert f"{condition['reason']}: {condition['message']}" in module["message"], module
+    assert metrics.status()["metricsServer"] == {"status": "failed", "message": module["message"]}
     if has_helm:  # the pre-step ran first: the old release and what it installed are gone
         assert helm(sim_cluster, "list", "--namespace", NS, "-q").stdout.split() == []
         with pytest.raises(ApiException):
@@ -171,6 +172,7 @@ def test_metrics_server_install_fail_uninstall_and_reenable(metrics: Installer, 
     assert discovery(sim_cluster).returncode == 0
     status = metrics.status()
     assert status["metricsServer"]["status"] == "enabled" and status["metricsServer"]["enabledTime"]
+    assert "message" not in status["metricsServer"]
 
     # A scheduling change of its own re-runs metrics_server alone (once the spec schema has the per-module keys
     # upstream read: metrics_server.nodeSelector/tolerations/affinity).

@@ -28,7 +28,7 @@ HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
 WORKLOAD = {f"{kind}/{NS}/{name}" for kind, name in (
     ("ConfigMap", "minio"), ("Deployment", "minio"), ("Service", "minio"), ("ServiceAccount", "ks-minio"))}
 KEPT = {f"Secret/{NS}/{SECRET}"}
-SKIPPED = ("ks-core", "ks-config", "monitoring")
+SKIPPED = ("ks-core", "ks-config", "monitoring", "openpitrix")
 STORE = {"store": {"enabled": True}}
 S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableSSL": True,
       "forcePathStyle": True, "accessKeyID": "ak", "secretAccessKey": "sk"}
@@ -49,8 +49,8 @@ def _clean(api: client.ApiClient) -> None:
 
 
 def playbooks_without_core(tmp_path: Path, wait_timeout: int | None = None) -> Path:
-    """A copy of the playbooks where ks-core, ks-config and monitoring do nothing: minio needs none of them, and
-    their waits would be most of this test's time (their own tests cover them). ``wait_timeout``: the seconds
+    """A copy of the playbooks where ks-core, ks-config, monitoring and openpitrix do nothing: minio needs none of
+    them, and their waits would be most of this test's time (their own tests cover them). ``wait_timeout``: the seconds
     minio waits for its Deployment and its Job."""
     playbooks = tmp_path / f"playbooks-{wait_timeout}"
     shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)

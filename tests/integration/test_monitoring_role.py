@@ -1,7 +1,7 @@
 """The monitoring module (role ks-monitor) against the simulated cluster.
 
-The prometheus-operator image does not run here (kwok only simulates kubelets), so Prometheus and
-Alertmanager are checked as objects, never for pods.
+The prometheus-operator and notification-manager-operator images do not run here (kwok only simulates kubelets),
+so Prometheus, Alertmanager and the NotificationManager are checked as objects, never for pods.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ PVC = "prometheus-k8s-db-prometheus-k8s-0"
 MON = "monitoring.coreos.com/v1"
 ALERTING = "alerting.kubesphere.io/v2beta1"
 RBAC = "rbac.authorization.k8s.io/v1"
+NM_WEBHOOK = "notification-manager-validating-webhook"
+NM_CERT = "notification-manager-webhook-server-cert"
+GRAFANA_CLAIM = "grafana-storage"
 # Objects ks-installer v3.4.1 created that the stack gained after its first version (upstream-inventory
 # monitoring.json, tag v3.4.1): (apiVersion, kind, name, namespace).
 UPSTREAM_OBJECTS = [
@@ -110,8 +113,61 @@ def test_monitoring_installs_the_prometheus_stack(mon: Installer) -> None:
     assert len(groups) == 17 and "etcd" not in groups
     assert groups["kubernetes-apps"]["metadata"]["labels"]["alerting.kubesphere.io/builtin"] == "true"
     assert groups["kubernetes-apps"]["spec"]["rules"][0]["alert"] == "KubePodCrashLooping"
+    assert_notification_manager(mon)
+    assert get(mon.api, "apps/v1", "Deployment", "grafana") is None  # monitoring.grafana.enabled is off
     # Nothing changed: nothing runs.
     assert mon.ran(mon.reconcile()) == []
+
+    # Grafana turned on later, then off again: gone but for its volume.
+    ca = client.CoreV1Api(mon.api).read_namespaced_secret(NM_CERT, NS).data["ca.crt"]
+    try:
+        mon.apply_cc(monitoring__grafana={"enabled": True})
+        assert reconcile_ok(mon) == ["monitoring"]
+        grafana = client.AppsV1Api(mon.api).read_namespaced_deployment("grafana", NS)
+        assert grafana.status.available_replicas == 1
+        assert grafana.spec.template.spec.containers[0].image == "grafana/grafana:8.3.3"
+        dashboards = client.CoreV1Api(mon.api).list_namespaced_config_map(
+            NS, label_selector="app.kubernetes.io/name=grafana").items
+        assert len([c for c in dashboards if c.metadata.name.startswith("grafana-dashboard-")]) == 23
+        for kind, name in [("Secret", "grafana-config"), ("Secret", "grafana-datasources"), ("Service", "grafana"),
+                           ("ServiceAccount", "grafana"), ("PersistentVolumeClaim", GRAFANA_CLAIM)]:
+            assert get(mon.api, "v1", kind, name), name
+        assert get(mon.api, MON, "ServiceMonitor", "grafana")
+        # The webhook certificate is kept across runs (no prune of the Secrets removed it).
+        assert client.CoreV1Api(mon.api).read_namespaced_secret(NM_CERT, NS).data["ca.crt"] == ca
+
+        mon.apply_cc(monitoring__grafana={"enabled": False})
+        assert reconcile_ok(mon) == ["monitoring"]
+        assert get(mon.api, "apps/v1", "Deployment", "grafana") is None
+        for kind, name in [("Secret", "grafana-config"), ("Service", "grafana"), ("ConfigMap", "grafana-dashboards"),
+                           ("ConfigMap", "grafana-dashboard-nodes")]:
+            assert get(mon.api, "v1", kind, name) is None, name
+        assert get(mon.api, MON, "ServiceMonitor", "grafana") is None
+        assert get(mon.api, "v1", "PersistentVolumeClaim", GRAFANA_CLAIM)  # the dashboards users saved
+        assert_notification_manager(mon)
+    finally:
+        with contextlib.suppress(ApiException):
+            client.CoreV1Api(mon.api).delete_namespaced_persistent_volume_claim(GRAFANA_CLAIM, NS)
+
+
+def assert_notification_manager(mon: Installer) -> None:
+    """The operator Available, its webhook registered with the CA of the generated certificate, which the
+    conversion webhook of the configs and receivers CRDs carries too; the NotificationManager and its templates."""
+    operator = client.AppsV1Api(mon.api).read_namespaced_deployment("notification-manager-operator", NS)
+    assert operator.status.available_replicas == 1
+    cert = client.CoreV1Api(mon.api).read_namespaced_secret(NM_CERT, NS)
+    assert cert.type == "kubernetes.io/tls" and {"tls.crt", "tls.key"} <= set(cert.data)
+    webhook = get(mon.api, "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", NM_WEBHOOK, None)
+    assert {w["clientConfig"]["caBundle"] for w in webhook["webhooks"]} == {cert.data["ca.crt"]}
+    for plural in ("configs", "receivers"):
+        crd = get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                  f"{plural}.notification.kubesphere.io", None)
+        assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == cert.data["ca.crt"]
+    nm = get(mon.api, "notification.kubesphere.io/v2beta2", "NotificationManager", "notification-manager", None)
+    assert nm["spec"]["replicas"] == 2  # three simulated nodes
+    assert nm["metadata"]["labels"][MODULE_LABEL] == "monitoring"
+    for name in ("notification-manager-template", "zh-cn"):
+        assert get(mon.api, "v1", "ConfigMap", name)
 
 
 def test_spec_settings_apply_and_hand_set_retention_and_volume_size_stay(mon: Installer) -> None:
@@ -214,8 +270,17 @@ def test_external_prometheus_removes_the_stack_but_keeps_crds(mon: Installer) ->
     assert get(mon.api, "v1", "Service", "kube-scheduler-svc", "kube-system") is None
     assert get(mon.api, "v1", "Namespace", NS, None)
     assert rule_groups(mon.api) == {}
+    # notification-manager goes with the stack, its webhook included; its CRDs stay.
+    assert get(mon.api, "admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", NM_WEBHOOK, None) is None
+    assert get(mon.api, "apps/v1", "Deployment", "notification-manager-operator") is None
+    assert get(mon.api, "v1", "Secret", NM_CERT) is None
+    assert get(mon.api, "notification.kubesphere.io/v2beta2", "NotificationManager", "notification-manager",
+               None) is None
+    assert get(mon.api, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "receivers.notification.kubesphere.io",
+               None)
 
     mon.apply_cc()
     reconcile_ok(mon)
     assert get(mon.api, "monitoring.coreos.com/v1", "Prometheus", "k8s")
     assert len(rule_groups(mon.api)) == 17
+    assert_notification_manager(mon)

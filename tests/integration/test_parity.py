@@ -3,9 +3,9 @@
 For each inventory file in ``tests/parity/upstream`` (a module, or a variant of one), every object upstream
 created must exist with its module's label ``installer.kubesphere.io/module=<module>``, unless
 ``tests/parity/expectations.yaml`` lists it as a documented gap; and every object the module labels must be
-upstream's or an explained extra. Two reconciles cover everything: one with every module and every additive
-variant on, one with the variants that replace objects (redis HA, Elasticsearch instead of OpenSearch).
-Modules whose playbooks still use ``roles/module-stub`` are expected to fail (strict xfail).
+upstream's or an explained extra. Two groups of reconciles cover everything: every module and every additive
+variant on (servicemesh joining last), then the variants that replace objects (redis HA, Elasticsearch instead of
+OpenSearch).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cluster_objects import delete_webhooks
 from installer_state import DEFAULT_CC
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -69,16 +70,11 @@ def spec(*patches: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-GROUPS: dict[str, dict[str, Any]] = {"all": spec(ALL_ON), "replacing": spec(ALL_ON, REPLACING)}
-
-# The xfail reason of a placeholder module: the group of modules it belongs to.
-PLACEHOLDER_WORK = {
-    **dict.fromkeys(("redis", "openldap", "minio", "opensearch", "fluentbit"), "shared services"),
-    **dict.fromkeys(("alerting", "auditing", "events", "logging"), "observability"),
-    **dict.fromkeys(("metrics_server", "devops", "multicluster", "network", "openpitrix", "servicemesh",
-                     "edgeruntime", "gatekeeper", "telemetry"), "platform modules"),
-}
-
+# The specs each group's reconciles apply, in order. Servicemesh joins once the rest runs: no istiod answers its
+# injector webhook here, which would refuse the pods other modules create meanwhile (a real cluster's istiod does).
+NO_MESH = {"servicemesh": {"enabled": False}}
+GROUPS: dict[str, list[dict[str, Any]]] = {"all": [spec(ALL_ON, NO_MESH), spec(ALL_ON)],
+                                           "replacing": [spec(ALL_ON, REPLACING)]}
 
 def ref(obj: dict[str, Any]) -> str:
     """``Kind/namespace/name`` (empty namespace for cluster-scoped objects), the key of the expectations."""
@@ -100,10 +96,6 @@ def files_of(module: str, group: str) -> list[str]:
     replacing = [s for s in stems if INVENTORY[s].get("variant_mode") == "replace" and group_of(s) == group]
     main = replacing or [s for s in stems if "variant_of" not in INVENTORY[s]]
     return main + [s for s in stems if INVENTORY[s].get("variant_mode") == "extend"]
-
-
-def placeholder(module: str) -> bool:
-    return "module-stub" in (REPO / "playbooks" / f"{module}.yaml").read_text()
 
 
 @dataclass
@@ -159,8 +151,9 @@ def _owned(dyn: DynamicClient) -> dict[str, set[str]]:
 
 def snapshot(installer: Installer, group: str) -> Snapshot:
     """Reconcile with the spec of ``group``, then read what the cluster has."""
-    installer.put_spec(GROUPS[group])
-    installer.reconcile()
+    for step in GROUPS[group]:
+        installer.put_spec(step)
+        installer.reconcile()
     dyn = DynamicClient(installer.api)
     dyn.resources.invalidate_cache()
     snap = Snapshot(owned=_owned(dyn), modules=installer.status().get("modules") or {})
@@ -190,21 +183,16 @@ def snapshots(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None,
     installer = Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path_factory.mktemp("parity") / "results",
                           env={"KS_CONSOLE_TIMEOUT": "1"})
     yield Snapshots(installer)
+    for module in ("servicemesh", "multicluster"):
+        delete_webhooks(kube_api, module)
     _reset(kube_api)
-
-
-def _param(stem: str) -> Any:
-    module = INVENTORY[stem]["module"]
-    marks = [pytest.mark.xfail(strict=True, reason=f"placeholder role: {PLACEHOLDER_WORK.get(module, module)}")
-             ] if placeholder(module) else []
-    return pytest.param(stem, marks=marks, id=stem)
 
 
 # The additive group first: the second reconcile changes what the first one checked.
 STEMS = sorted(INVENTORY, key=lambda s: (group_of(s) != "all", s))
 
 
-@pytest.mark.parametrize("stem", [_param(s) for s in STEMS])
+@pytest.mark.parametrize("stem", STEMS)
 def test_parity(snapshots: Snapshots, stem: str) -> None:
     inv = INVENTORY[stem]
     module, group = inv["module"], group_of(stem)

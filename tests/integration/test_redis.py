@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .conftest import Installer
+from .conftest import Installer, between_cleanups
 
 pytestmark = pytest.mark.cluster
 NS = "kubesphere-system"
@@ -47,10 +47,7 @@ def _clean(api: client.ApiClient) -> None:
 
 @pytest.fixture
 def redis(installer: Installer) -> Iterator[Installer]:
-    _clean(installer.api)
-    installer.env["KS_CONSOLE_TIMEOUT"] = "1"
-    yield installer
-    _clean(installer.api)
+    yield from between_cleanups(installer, _clean)
 
 
 def password(api: client.ApiClient) -> tuple[str, str]:

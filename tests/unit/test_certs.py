@@ -118,3 +118,19 @@ def test_renewed_before_expiry(secrets: FakeSecrets) -> None:
     assert base64.b64decode(outcome.ca_bundle) == new["ca.crt"]
     key = serialization.load_pem_private_key(new["tls.key"], password=None)
     assert key.key_size == 2048  # type: ignore[union-attr]
+
+
+def test_a_layout_names_its_own_secret_keys_and_common_names() -> None:
+    from cryptography import x509
+
+    from installer.certs import Layout, generate, problem
+
+    layout = Layout("cloudcore", "cloudcore-ca", "cloudcore", ("streamCA.crt", "stream.crt", "stream.key"))
+    data = generate(["cloudcore.kubeedge", "cloudcore.kubeedge.svc"], ca_name=layout.ca_name,
+                    cert_name=layout.cert_name)
+    stored = layout.to_secret(data)
+    assert sorted(stored) == ["stream.crt", "stream.key", "streamCA.crt"]
+    back = layout.from_secret(stored)
+    assert problem(back, ["cloudcore.kubeedge.svc"]) is None
+    ca = x509.load_pem_x509_certificate(back["ca.crt"])
+    assert ca.subject.rfc4514_string() == "CN=cloudcore-ca"

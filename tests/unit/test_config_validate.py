@@ -264,7 +264,7 @@ def test_non_mapping_spec() -> None:
     assert validate([]) == [SpecError("spec", "must be an object (mapping); got list")]  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("before, after", [("host", "member"), ("host", "none"), ("member", "host")])
+@pytest.mark.parametrize("before, after", [("member", "host")])
 def test_forbidden_role_transition(before: str, after: str) -> None:
     errors = validate_transition(with_value("multicluster.clusterRole", before),
                                  with_value("multicluster.clusterRole", after))
@@ -273,7 +273,8 @@ def test_forbidden_role_transition(before: str, after: str) -> None:
 
 
 @pytest.mark.parametrize("before, after", [("none", "host"), ("none", "member"), ("member", "none"),
-                                           ("host", "host"), ("member", "member")])
+                                           ("host", "host"), ("member", "member"),
+                                           ("host", "none"), ("host", "member")])  # unless members are joined
 def test_allowed_role_transition(before: str, after: str) -> None:
     assert validate_transition(with_value("multicluster.clusterRole", before),
                                with_value("multicluster.clusterRole", after)) == []
@@ -282,11 +283,11 @@ def test_allowed_role_transition(before: str, after: str) -> None:
 def test_transition_without_previous_or_role() -> None:
     assert validate_transition(None, with_value("multicluster.clusterRole", "member")) == []
     assert validate_transition({}, with_value("multicluster.clusterRole", "host")) == []  # missing = none
-    assert validate_transition(with_value("multicluster.clusterRole", "host"), {})  # defaults to none
+    assert validate_transition(with_value("multicluster.clusterRole", "host"), {}) == []  # to none: the cluster decides
 
 
 def test_prepare_reports_transition_and_schema_errors() -> None:
-    prepared = prepare(with_value("multicluster.clusterRole", "none"), with_value("multicluster.clusterRole", "host"))
+    prepared = prepare(with_value("multicluster.clusterRole", "host"), with_value("multicluster.clusterRole", "member"))
     assert [e.path for e in prepared.errors] == ["multicluster.clusterRole"]
     assert "cannot change" in prepared.errors[0].message
     prepared = prepare({"devops": {"enabled": "yes"}, "extra": 1})

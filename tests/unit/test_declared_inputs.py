@@ -29,15 +29,13 @@ from installer_state import DEFAULT_CC
 
 from installer.config import apply_defaults
 from installer.config.validate import schema
-from installer.fingerprint import roles_used
 from installer.images import catalogue, spec_refs
 from installer.modules import MODULES, Module
 from installer.spec import get, merge, nested
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_annotations",
-            "ks_random_secret", "ks_failed")
-PLACEHOLDER = "module-stub"
+RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_metadata",
+            "ks_random_secret", "ks_telemetry", "ks_alert_rules", "ks_failed")
 
 #: Values for paths the default spec leaves unset (by path, else by the last component).
 SAMPLES: dict[str, Any] = {
@@ -65,11 +63,11 @@ SAMPLES: dict[str, Any] = {
     "oauthOptions": {"accessTokenMaxAge": "2h", "identityProviders": []},
 }
 ALL_ON = {f"{m}.enabled": True for m in ("logging", "events", "auditing", "servicemesh", "devops", "alerting",
-                                         "edgeruntime", "gatekeeper", "metrics_server", "common.redis",
-                                         "common.openldap", "openpitrix.store")}
+                                         "edgeruntime", "edgeruntime.kubeedge", "gatekeeper", "metrics_server",
+                                         "common.redis", "common.openldap", "openpitrix.store")}
 ALL_ON |= {"multicluster.clusterRole": "host", "network.topology.type": "weave-scope", "telemetry_enabled": True}
 FACTS = {"kubernetes_version": "v1.34.4", "nodeNum": 1, "ks_version": "v3.4.1", "ks_installer_version": "test",
-         "ks_namespace": "kubesphere-system", "ks_hash": "h"}
+         "ks_namespace": "kubesphere-system", "ks_hash": "h", "ks_node_runtime_version": "containerd://1.7.2"}
 #: What the recording ks_info answers, by kind.
 WORLD: dict[str, list[dict[str, Any]]] = {
     "Secret": [{"metadata": {"name": "kubesphere-secret", "namespace": "kubesphere-system"},
@@ -81,7 +79,11 @@ WORLD: dict[str, list[dict[str, Any]]] = {
                                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}}],
     "Namespace": [{"metadata": {"name": n}} for n in ("default", "kube-system", "kube-public", "kubesphere-system")],
     "Endpoints": [{"metadata": {"name": "ks-controller-manager", "namespace": "kubesphere-system"},
-                   "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 8443}]}]}],
+                   "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 8443}]}]},
+                  {"metadata": {"name": "logsidecar-injector-admission", "namespace": "kubesphere-logging-system"},
+                   "subsets": [{"addresses": [{"ip": "10.0.0.2"}], "ports": [{"port": 8443}]}]},
+                  {"metadata": {"name": "kubefed-admission-webhook", "namespace": "kube-federation-system"},
+                   "subsets": [{"addresses": [{"ip": "10.0.0.3"}], "ports": [{"port": 8443}]}]}],
     "CustomResourceDefinition": [{"metadata": {"name": "globalrulegroups.alerting.kubesphere.io"},
                                   "status": {"conditions": [{"type": "Established", "status": "True"}]}}],
 }
@@ -279,25 +281,15 @@ def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) ->
     return results
 
 
-def _placeholder(module: Module) -> bool:
-    return PLACEHOLDER in roles_used(REPO / "playbooks" / module.playbook, REPO / "roles")
-
-
 @cache
 def all_on_runs(module: Module) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """The module's playbook over the all-on spec and one variant per input (a placeholder: its first input
-    only, which already shows it reads none): the variants and what each recorded."""
-    inputs = module.all_inputs[:1] if _placeholder(module) else module.all_inputs
-    specs = variants(module, copy.deepcopy(all_on()), inputs)
+    """The module's playbook over the all-on spec and one variant per input: the variants and what each
+    recorded."""
+    specs = variants(module, copy.deepcopy(all_on()), module.all_inputs)
     return specs, run_variants(module, specs, Path(tempfile.mkdtemp(prefix=f"inputs-{module.name}-")))
 
 
-def _modules(reason: str) -> list[Any]:
-    return [pytest.param(m, id=m.name, marks=[pytest.mark.xfail(strict=True, reason=reason)] if _placeholder(m)
-                         else []) for m in MODULES]
-
-
-@pytest.mark.parametrize("module", _modules("placeholder role: reads no input"))
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
 def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, tmp_path: Path) -> None:
     results = dict(all_on_runs(module)[1])
     base = results.pop("base")
@@ -316,17 +308,18 @@ def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, tmp_p
 
 def images_named(spec: dict[str, Any], calls: list[Any]) -> set[str]:
     """Catalogue keys whose reference under ``spec`` (or its repository, for a config that gives the tag
-    apart) the recorded calls name."""
+    apart; only a repository with a path, as a bare word like ``nginx`` also names ports and containers) the
+    recorded calls name."""
     text = json.dumps(calls)
     refs = spec_refs(spec, catalogue(REPO / "roles"))
     return {key for key, ref in refs.items()
-            if ref in text or re.search(rf"(?<![\w./-]){re.escape(ref.rpartition(':')[0])}(?![\w./:-])", text)}
+            if ref in text or ("/" in (repo := ref.rpartition(":")[0])
+                               and re.search(rf"(?<![\w./-]){re.escape(repo)}(?![\w./:-])", text))}
 
 
-@pytest.mark.parametrize("module", _modules("placeholder role: deploys no image"))
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
 def test_declared_images_are_exactly_the_images_the_module_deploys(module: Module) -> None:
     specs, results = all_on_runs(module)
-    assert not _placeholder(module) or module.image_keys(all_on()), "placeholder"
     for name, calls in results.items():
         if any(c["module"] == "ks_failed" for c in calls):
             continue  # a check refused the variant before anything was deployed

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from installer.executor import Events, execute
 from installer.plan import Action, Plan, Step
-from installer.reconcile import backoff_seconds, due_for_retry
+from installer.retry import backoff_seconds, due_for_retry
 from installer.runner import Outcome
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,20 +33,22 @@ class Recorder(Events):
 
 
 def _plan(**actions: Action) -> Plan:
-    return Plan(tuple(Step(name.replace("_", "-") if name == "ks_core" else name, action)
+    return Plan(tuple(Step(name.replace("_", "-") if name in ("ks_core", "ks_config") else name, action)
                       for name, action in actions.items()))
+
+
+def _execute(plan: Plan, failing: str, max_parallel: int) -> tuple[list[str], dict[str, Outcome]]:
+    """Run ``plan`` with every module succeeding but ``failing``; the events' log and the outcomes."""
+    events = Recorder()
+    outcomes = execute(plan, lambda step: Outcome(step.module, step.action, step.module != failing, "done"), events,
+                       max_parallel=max_parallel)
+    return events.log, outcomes
 
 
 def test_dependencies_run_first_and_failures_block_dependents() -> None:
     plan = _plan(preinstall=Action.INSTALL, ks_core=Action.INSTALL, opensearch=Action.INSTALL,
                  fluentbit=Action.INSTALL, logging=Action.INSTALL, monitoring=Action.INSTALL)
-    events = Recorder()
-
-    def run(step: Step) -> Outcome:
-        return Outcome(step.module, step.action, step.module != "opensearch", "done")
-
-    outcomes = execute(plan, run, events, max_parallel=2)
-    log = events.log
+    log, outcomes = _execute(plan, "opensearch", max_parallel=2)
     assert log.index("ok preinstall") < log.index("start ks-core")
     assert "blocked logging by opensearch" in log
     assert "logging" not in outcomes
@@ -69,6 +71,27 @@ def test_parallelism_is_capped() -> None:
 
     execute(plan, run, Recorder(), max_parallel=2)
     assert peak[0] == 2
+
+
+def test_uninstall_waits_for_the_readers_of_its_switch_but_not_for_their_success() -> None:
+    """Disabling servicemesh re-runs monitoring (it drops Istio's monitors from istio-system) and ks-config;
+    servicemesh goes after them, and still goes when one of them fails. A failed reader's own dependents are
+    blocked, and the uninstall waits for them no longer."""
+    plan = _plan(servicemesh=Action.UNINSTALL, monitoring=Action.UPGRADE, preinstall=Action.UPGRADE,
+                 ks_config=Action.UPGRADE, telemetry=Action.UPGRADE)
+    log, outcomes = _execute(plan, "ks-config", max_parallel=4)
+    assert log.index("ok monitoring") < log.index("start servicemesh")
+    assert log.index("fail ks-config") < log.index("start servicemesh")
+    assert "blocked telemetry by ks-config" in log
+    assert outcomes["servicemesh"].ok
+
+
+def test_monitoring_follows_servicemesh_into_istio_system_even_when_it_fails() -> None:
+    """Enabling servicemesh re-runs monitoring for Istio's monitors: it runs after servicemesh (which creates
+    istio-system), and a failed servicemesh does not block it."""
+    log, outcomes = _execute(_plan(servicemesh=Action.INSTALL, monitoring=Action.UPGRADE), "servicemesh", 4)
+    assert log.index("fail servicemesh") < log.index("start monitoring")
+    assert outcomes["monitoring"].ok
 
 
 def test_uninstall_runs_dependents_first_and_crash_is_a_failure() -> None:

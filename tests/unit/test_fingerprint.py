@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from installer.changes import describe_changes
 from installer.fingerprint import files_digest, inputs_of, module_hash, roles_used
 from installer.modules import get_module
@@ -89,3 +91,29 @@ def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
 
     (engine / "reconcile.py").write_text((engine / "reconcile.py").read_text() + "\n# changed\n")
     assert _digests(playbooks, roles, engine) == again  # the engine itself runs no module's code
+
+
+def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from installer import fingerprint
+    from installer.modules import get_module
+
+    playbooks, roles = tmp_path / "playbooks", tmp_path / "roles"
+    (roles / "redis" / "tasks").mkdir(parents=True)
+    playbooks.mkdir()
+    (playbooks / "redis.yaml").write_text("- hosts: localhost\n  roles: [redis]\n")
+    task = roles / "redis" / "tasks" / "main.yaml"
+    task.write_text("- debug: {msg: one}\n")
+    cache_file, redis = tmp_path / "cache" / "digests.json", get_module("redis")
+    first = fingerprint.DigestCache(cache_file, playbooks, roles)(redis)
+    assert first == fingerprint.files_digest(redis, playbooks, roles)
+
+    def not_again(*_: object) -> str:
+        raise AssertionError("recomputed although no file changed")
+
+    monkeypatch.setattr(fingerprint, "files_digest", not_again)
+    assert fingerprint.DigestCache(cache_file, playbooks, roles)(redis) == first
+    monkeypatch.undo()
+    task.write_text("- debug: {msg: two}\n")
+    fingerprint.files_digest.cache_clear()  # (a hook run is a new process; this test is one)
+    second = fingerprint.DigestCache(cache_file, playbooks, roles)(redis)
+    assert second != first and second == fingerprint.files_digest(redis, playbooks, roles)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from installer_state import upstream_objects
 from role_harness import Objects, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
@@ -48,15 +48,9 @@ SCENARIOS: dict[str, tuple[dict[str, Any], str]] = {
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
-    scenarios = {name: {**apply_defaults(changes), "ks_fluentbit_node_runtime_version": runtime}
+    scenarios = {name: {**apply_defaults(changes), "ks_node_runtime_version": runtime}
                  for name, (changes, runtime) in SCENARIOS.items()}
-    return render_scenarios("fluentbit", "ks_fluentbit_objects", scenarios, tmp_path_factory.mktemp("fluentbit"),
-                            {"ks_module": "fluentbit", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1"})
-
-
-def inventory() -> set[tuple[str, str, str]]:
-    objects = json.loads((REPO / "tests" / "parity" / "upstream" / "fluentbit.json").read_text())["objects"]
-    return {(o["kind"], o["namespace"] or "", o["name"]) for o in objects}
+    return render_scenarios("fluentbit", "ks_fluentbit_objects", scenarios, tmp_path_factory.mktemp("fluentbit"))
 
 
 def operator(objects: Objects) -> dict[str, Any]:
@@ -73,7 +67,7 @@ def test_objects_are_upstreams(rendered: dict[str, Objects]) -> None:
     for name, objects in rendered.items():
         assert len(objects) == len(keys(objects)), f"{name}: an object is rendered twice"
         # Upstream's objects, plus the namespace (upstream's init-namespaces.yaml made it in roles/common).
-        assert keys(objects) == inventory() | {("Namespace", "", NS)}, name
+        assert keys(objects) == upstream_objects("fluentbit") | {("Namespace", "", NS)}, name
 
 
 def test_namespace(rendered: dict[str, Objects]) -> None:

@@ -14,7 +14,8 @@ CATALOGUE = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())["ks_im
 f = filter_plugins("kubesphere-defaults", "ks_images")
 IMAGES = {"ks_apiserver": {"repo": "kubesphere/ks-apiserver", "tag": "v3.4.1"},
           "prometheus": {"repo": "prom/prometheus", "tag": "v2.39.1"},
-          "alpine": {"repo": "alpine", "tag": "3.14"}}
+          "alpine": {"repo": "alpine", "tag": "3.14"},
+          "argocd": {"repo": "quay.io/argoproj/argocd", "tag": "v2.3.3"}}
 
 
 def test_catalogue_has_the_v3_4_1_images() -> None:
@@ -36,16 +37,19 @@ def test_catalogue_has_the_v3_4_1_images() -> None:
 
 def test_public_registry_by_default() -> None:
     assert f.ks_image_refs(IMAGES) == {"ks_apiserver": "kubesphere/ks-apiserver:v3.4.1",
-                                       "prometheus": "prom/prometheus:v2.39.1", "alpine": "alpine:3.14"}
+                                       "prometheus": "prom/prometheus:v2.39.1", "alpine": "alpine:3.14",
+                                       "argocd": "quay.io/argoproj/argocd:v2.3.3"}
 
 
 def test_local_registry_prefixes_and_namespace_override_replaces_the_namespace() -> None:
     assert f.ks_image_refs(IMAGES, "reg.local:5000") == {
         "ks_apiserver": "reg.local:5000/kubesphere/ks-apiserver:v3.4.1",
-        "prometheus": "reg.local:5000/prom/prometheus:v2.39.1", "alpine": "reg.local:5000/alpine:3.14"}
+        "prometheus": "reg.local:5000/prom/prometheus:v2.39.1", "alpine": "reg.local:5000/alpine:3.14",
+        "argocd": "reg.local:5000/argoproj/argocd:v2.3.3"}
     assert f.ks_image_refs(IMAGES, "reg.local/", "mirror") == {
         "ks_apiserver": "reg.local/mirror/ks-apiserver:v3.4.1",
-        "prometheus": "reg.local/mirror/prometheus:v2.39.1", "alpine": "reg.local/mirror/alpine:3.14"}
+        "prometheus": "reg.local/mirror/prometheus:v2.39.1", "alpine": "reg.local/mirror/alpine:3.14",
+        "argocd": "reg.local/mirror/argocd:v2.3.3"}
     assert f.ks_image_refs(IMAGES, "", "mirror")["prometheus"] == "mirror/prometheus:v2.39.1"
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from role_harness import Objects, find, keys, pod, render_scenarios
+from installer_state import upstream_objects
+from role_harness import Objects, engine_vars, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
 
@@ -41,14 +41,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     scenarios = {name: apply_defaults(changes) for name, changes in SCENARIOS.items()}
     return render_scenarios("metrics-server", "ks_metrics_server_objects", scenarios,
-                            tmp_path_factory.mktemp("metrics-server"),
-                            {"ks_module": "metrics_server", "ks_namespace": "kubesphere-system",
-                             "ks_version": "v3.4.1"})
-
-
-def inventory() -> set[tuple[str, str, str]]:
-    objects = json.loads((REPO / "tests" / "parity" / "upstream" / "metrics_server.json").read_text())["objects"]
-    return {(o["kind"], o["namespace"] or "", o["name"]) for o in objects}
+                            tmp_path_factory.mktemp("metrics-server"), engine_vars("metrics_server"))
 
 
 def images(objects: Objects) -> set[str]:
@@ -58,7 +51,7 @@ def images(objects: Objects) -> set[str]:
 
 def test_objects_are_upstreams(rendered: dict[str, Objects]) -> None:
     for objects in rendered.values():
-        assert keys(objects) == inventory()
+        assert keys(objects) == upstream_objects("metrics_server")
         assert len(objects) == len(keys(objects)), "an object is rendered twice"
         for obj in objects:
             assert obj["metadata"]["labels"]["k8s-app"] == "metrics-server", obj["metadata"]["name"]
@@ -149,7 +142,7 @@ def test_scheduling(rendered: dict[str, Objects]) -> None:
 def test_uninstall_deletes_every_rendered_kind_apiservice_first() -> None:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())
     kinds = defaults["ks_metrics_server_kinds"]
-    assert {k.rpartition("/")[2] for k in kinds} == {kind for kind, _, _ in inventory()}
+    assert {k.rpartition("/")[2] for k in kinds} == {kind for kind, _, _ in upstream_objects("metrics_server")}
     from installer.manifests import KIND_ORDER
     # kinds installer.manifests does not order are applied last and deleted first
     assert "APIService" not in KIND_ORDER
@@ -159,8 +152,13 @@ def test_uninstall_deletes_every_rendered_kind_apiservice_first() -> None:
 
 def test_helm_prestep_is_an_argv() -> None:
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yaml").read_text())
-    helm = next(t for t in tasks if "ansible.builtin.command" in t)
+    step = next(t for t in tasks if "ansible.builtin.include_role" in t)
+    assert step["ansible.builtin.include_role"] == {"name": "kubesphere-defaults", "tasks_from": "helm-releases-absent"}
+    assert step["vars"] == {"ks_helm_releases": ["{{ ks_metrics_server_helm_release }}"],
+                            "ks_helm_namespace": "{{ ks_metrics_server_namespace }}"}
+    shared = yaml.safe_load((ROLE.parent / "kubesphere-defaults" / "tasks" / "helm-releases-absent.yaml").read_text())
+    helm = next(t for t in shared if "ansible.builtin.command" in t)
     assert helm["ansible.builtin.command"]["argv"][1:] == [
-        "uninstall", "{{ ks_metrics_server_helm_release }}", "--namespace", "{{ ks_metrics_server_namespace }}"]
-    lookup = next(t for t in tasks if "ks_info" in t)
+        "uninstall", "{{ item }}", "--namespace", "{{ ks_helm_namespace }}"]
+    lookup = next(t for t in shared if "ks_info" in t)
     assert lookup["no_log"] is True and lookup["ks_info"]["keys_only"] is True

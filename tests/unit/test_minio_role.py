@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from installer_state import upstream_objects
 from role_harness import Objects, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
@@ -21,12 +21,6 @@ TOLERATE_ALL = [{"operator": "Exists"}]
 ZONE_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
 CHART_LABELS = {"app": "minio", "chart": "minio-2.5.16", "release": "ks-minio", "heritage": "Helm"}
-
-
-def inventory() -> set[tuple[str, str, str]]:
-    """Upstream's objects (tests/parity/upstream), without Secret minio, which ks_random_secret makes."""
-    objects = json.loads((REPO / "tests" / "parity" / "upstream" / "minio.json").read_text())["objects"]
-    return {(o["kind"], o["namespace"], o["name"]) for o in objects if o["kind"] != "Secret"}
 
 
 # name → (spec changes, extra variables)
@@ -49,8 +43,7 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     scenarios = {name: {**apply_defaults(changes), **extra} for name, (changes, extra) in SCENARIOS.items()}
-    return render_scenarios("minio", "ks_minio_objects", scenarios, tmp_path_factory.mktemp("minio"),
-                            {"ks_module": "minio", "ks_namespace": NS, "ks_version": "v3.4.1"})
+    return render_scenarios("minio", "ks_minio_objects", scenarios, tmp_path_factory.mktemp("minio"))
 
 
 def images(objects: Objects) -> dict[str, str]:
@@ -63,7 +56,8 @@ def digest(objects: Objects) -> str:
 
 
 def test_objects_are_upstreams(rendered: dict[str, Objects]) -> None:
-    assert keys(rendered["default"]) == inventory()
+    # Secret minio is ks_random_secret's, not rendered.
+    assert keys(rendered["default"]) == {o for o in upstream_objects("minio") if o[0] != "Secret"}
     for objects in rendered.values():
         assert len(objects) == len(keys(objects)), "an object is rendered twice"
         assert all(o["metadata"]["namespace"] == NS for o in objects)

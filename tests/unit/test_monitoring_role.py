@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_harness import Objects, filter_plugins, find, keys, pod, render_scenarios
+from role_harness import Objects, engine_vars, filter_plugins, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
 from installer.manifests import parse_kind
@@ -33,41 +33,42 @@ RULE_GROUPS = ["alertmanager-rules", "config-reloaders", "ks-apiserver", "ks-con
 BUILTIN = {"alerting.kubesphere.io/builtin": "true", "alerting.kubesphere.io/enable": "true"}
 INITIAL = "alerting.kubesphere.io/initial-configuration"
 
-# What ks-installer v3.4.1 created for the default cc (upstream-inventory monitoring.json, tag v3.4.1), without
-# notification-manager, which is not this role's: kind → {namespace → names}.
-UPSTREAM: dict[str, dict[str, list[str]]] = {
-    "Alertmanager": {NS: ["main"]},
-    "GlobalRuleGroup": {"": RULE_GROUPS},
-    "ClusterRole": {"": ["kubesphere-kube-state-metrics", "kubesphere-node-exporter", "kubesphere-prometheus-k8s",
-                         "kubesphere-prometheus-operator"]},
-    "ClusterRoleBinding": {"": ["kubesphere-kube-state-metrics", "kubesphere-node-exporter",
-                                "kubesphere-prometheus-k8s", "kubesphere-prometheus-operator"]},
-    "CustomResourceDefinition": {"": [
-        *(f"{p}.monitoring.coreos.com" for p in ("alertmanagerconfigs", "alertmanagers", "podmonitors", "probes",
-                                                 "prometheuses", "prometheusrules", "servicemonitors", "thanosrulers")),
-        "clusterdashboards.monitoring.kubesphere.io", "dashboards.monitoring.kubesphere.io"]},
-    "DaemonSet": {NS: ["node-exporter"]},
-    "Deployment": {NS: ["kube-state-metrics", "prometheus-operator"]},
-    "PodDisruptionBudget": {NS: ["alertmanager-main", "prometheus-k8s"]},
-    "Prometheus": {NS: ["k8s"]},
-    "PrometheusRule": {NS: ["alertmanager-main-rules", "kube-state-metrics-rules", "node-exporter-rules",
-                            "prometheus-k8s-prometheus-rules", "prometheus-k8s-rules", "prometheus-operator-rules"]},
-    "Role": {NS: ["prometheus-k8s-config"]},
-    "RoleBinding": {NS: ["prometheus-k8s-config"]},
-    "Secret": {NS: ["alertmanager-main"]},
-    "Service": {"kube-system": ["kube-controller-manager-svc", "kube-scheduler-svc"],
-                NS: ["alertmanager-main", "kube-state-metrics", "node-exporter", "prometheus-k8s",
-                     "prometheus-operator"]},
-    "ServiceAccount": {NS: ["alertmanager-main", "kube-state-metrics", "node-exporter", "prometheus-k8s",
-                            "prometheus-operator"]},
-    "ServiceMonitor": {NS: ["alertmanager-main", "coredns", "ks-apiserver", "ks-controller-manager", "kube-apiserver",
-                            "kube-controller-manager", "kube-scheduler", "kube-state-metrics", "kubelet",
-                            "node-exporter", "prometheus-k8s", "prometheus-operator"]},
-}
-# monitoring-etcd.json (etcd.monitoring: true).
-UPSTREAM_ETCD = {("Endpoints", "kube-system", "etcd"), ("Service", "kube-system", "etcd"),
-                 ("ServiceMonitor", NS, "etcd"), ("PrometheusRule", NS, "prometheus-k8s-etcd-rules"),
-                 ("GlobalRuleGroup", "", "etcd")}
+# What ks-installer v3.4.1 created (tests/parity/upstream/monitoring*.json): the default cc, and what etcd
+# monitoring, Grafana, the GPU exporter and the Istio monitors added. Helm hooks Helm deleted once they succeeded
+# (notification-manager's post-install Job, which patched the CRDs' conversion CA in: rendered with it here) are not
+# expected to stay.
+PARITY = REPO / "tests" / "parity" / "upstream"
+
+
+def inventory(name: str) -> set[tuple[str, str, str]]:
+    objects = json.loads((PARITY / f"{name}.json").read_text())["objects"]
+    return {(o["kind"], o["namespace"] or "", o["name"]) for o in objects
+            if "hook-succeeded" not in (o.get("hook_delete_policy") or "")}
+
+
+UPSTREAM = inventory("monitoring")
+UPSTREAM_ETCD = inventory("monitoring-etcd")
+UPSTREAM_GRAFANA = inventory("monitoring-grafana")
+UPSTREAM_GPU = inventory("monitoring-gpu")
+UPSTREAM_ISTIO = inventory("monitoring-istio")
+# Not rendered but applied by tasks/main.yaml: notification-manager's webhook certificate (ks_webhook_cert).
+GENERATED = {("Secret", NS, "notification-manager-webhook-server-cert")}
+# Rendered with the Istio monitors: upstream's init-namespaces made istio-system for servicemesh.
+ISTIO_NAMESPACE = {("Namespace", "", "istio-system")}
+GRAFANA_DASHBOARDS = ["alertmanager-overview", "apiserver", "cluster-total", "controller-manager",
+                      "k8s-resources-cluster", "k8s-resources-namespace", "k8s-resources-node", "k8s-resources-pod",
+                      "k8s-resources-workload", "k8s-resources-workloads-namespace", "kubelet", "namespace-by-pod",
+                      "namespace-by-workload", "node-cluster-rsrc-use", "node-rsrc-use", "nodes",
+                      "persistentvolumesusage", "pod-total", "prometheus-remote-write", "prometheus", "proxy",
+                      "scheduler", "workload-total"]
+NM_CRDS = {f"{p}.notification.kubesphere.io" for p in ("configs", "notificationmanagers", "receivers", "routers",
+                                                        "silences")}
+CA = "Q0EgUEVN"
+GRAFANA = {"grafana": {"enabled": True}}
+GPU = {"gpu": {"nvidia_dcgm_exporter": {"enabled": True}}}
+SERVICEMESH = {"servicemesh": {"enabled": True}}
+MONITOR_CRDS = ["servicemonitors.monitoring.coreos.com", "podmonitors.monitoring.coreos.com"]
+EXTERNAL = {"common": {"monitoring": {"type": "external", "endpoint": "http://prom.example:9090"}}}
 
 # name → (spec changes, extra variables)
 SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -78,7 +79,9 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                                              "operator": {"resources": RESOURCES}},
                               "alertmanager": {"replicas": 2, "resources": {"requests": {"memory": "64Mi"}}},
                               "kube_rbac_proxy": {"resources": RESOURCES},
-                              "kube_state_metrics": {"resources": RESOURCES}},
+                              "kube_state_metrics": {"resources": RESOURCES},
+                              "notification_manager": {"operator": {"resources": RESOURCES},
+                                                       "proxy": {"resources": RESOURCES}}},
                "persistence": {"storageClass": "slow"}, "nodeSelector": {"role": "monitoring"},
                "local_registry": "registry.local:5000", "namespace_override": "mirror"}, {"nodeNum": 3}),
     "scheduling": ({"monitoring": {"nodeSelector": {"monitoring": "yes"}, "affinity": ZONE_AFFINITY},
@@ -93,8 +96,18 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "etcd_certs_missing": ({"etcd": ETCD_ON}, {"ks_monitor_etcd_certs_missing": ["etcd-client.key"]}),
     "etcd_certs_ready": ({"etcd": ETCD_ON}, {}),
     "etcd_plain": ({"etcd": {**ETCD_ON, "tlsEnable": False}}, {}),
-    "external": ({"common": {"monitoring": {"type": "external", "endpoint": "http://prom.example:9090"}},
-                  "etcd": ETCD_ON}, {}),
+    "external": ({**EXTERNAL, "monitoring": GPU, **SERVICEMESH, "etcd": ETCD_ON}, {}),
+    "extras": ({"monitoring": {**GRAFANA, **GPU}, **SERVICEMESH}, {"ks_monitor_nm_ca_bundle": CA}),
+    "extras_tuned": ({"monitoring": {"grafana": {"enabled": True},
+                                     "gpu": {"nvidia_dcgm_exporter": {"enabled": True, "resources": RESOURCES}},
+                                     "notification_manager": {"resources": {"limits": {"memory": "1Gi"}},
+                                                              "operator": {"resources": RESOURCES},
+                                                              "proxy": {"resources": {"requests": {"cpu": "7m"}}}},
+                                     "nodeSelector": {"monitoring": "yes"}, "affinity": ZONE_AFFINITY},
+                      "tolerations": TOLERATE_ALL, "local_registry": "registry.local:5000", **SERVICEMESH},
+                     {"nodeNum": 3}),
+    "external_extras": ({**EXTERNAL, "monitoring": {**GRAFANA, **GPU}, **SERVICEMESH},
+                        {"ks_monitor_served_monitor_crds": MONITOR_CRDS}),
 }
 
 
@@ -103,7 +116,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     scenarios = {name: {**apply_defaults(changes), "nodeNum": 1, "kubernetes_version": "v1.34.4", **extra}
                  for name, (changes, extra) in SCENARIOS.items()}
     return render_scenarios("ks-monitor", "ks_monitor_objects", scenarios, tmp_path_factory.mktemp("ks-monitor"),
-                            {"ks_module": "monitoring", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1"})
+                            engine_vars("monitoring"))
 
 
 def containers(objects: Objects, kind: str, name: str) -> dict[str, dict[str, Any]]:
@@ -117,12 +130,21 @@ def all_containers(objects: Objects) -> dict[str, dict[str, Any]]:
 
 
 def test_every_upstream_object_is_rendered(rendered: dict[str, Objects]) -> None:
-    upstream = {(kind, ns, name) for kind, by_ns in UPSTREAM.items() for ns, names in by_ns.items() for name in names}
     objects = rendered["default"]
-    assert upstream <= keys(objects), sorted(upstream - keys(objects))
-    assert keys(objects) - upstream == set()  # the namespace is preinstall's
-    assert len(objects) == len(keys(objects)), "an object is rendered twice"
+    assert keys(objects) == UPSTREAM - GENERATED, (sorted(UPSTREAM - keys(objects)), sorted(keys(objects) - UPSTREAM))
+    for name, scenario in rendered.items():
+        assert len(scenario) == len(keys(scenario)), f"{name}: an object is rendered twice"
     assert keys(rendered["etcd_certs_ready"]) - keys(objects) == UPSTREAM_ETCD
+    assert keys(rendered["extras"]) == (UPSTREAM - GENERATED) | UPSTREAM_GRAFANA | UPSTREAM_GPU | UPSTREAM_ISTIO \
+        | ISTIO_NAMESPACE
+    assert keys(rendered["extras_tuned"]) == keys(rendered["extras"])
+    # An external Prometheus: no stack, no notification-manager, no Grafana; the GPU exporter and the Istio
+    # monitors stay (their monitors where the cluster serves the CRDs).
+    dashboards = {("CustomResourceDefinition", "", f"{k}.monitoring.kubesphere.io") for k in ("dashboards",
+                                                                                            "clusterdashboards")}
+    assert keys(rendered["external_extras"]) == dashboards | UPSTREAM_GPU | UPSTREAM_ISTIO | ISTIO_NAMESPACE
+    assert keys(rendered["external"]) == dashboards | ISTIO_NAMESPACE | {  # no monitor CRD served
+        k for k in UPSTREAM_GPU if k[0] != "ServiceMonitor"}
 
 
 def test_images_come_from_the_catalogue(rendered: dict[str, Objects]) -> None:
@@ -135,7 +157,7 @@ def test_images_come_from_the_catalogue(rendered: dict[str, Objects]) -> None:
     cn = "registry.cn-beijing.aliyuncs.com/kubesphereio/"
     assert {c["image"] for c in all_containers(rendered["zone_cn"]).values()} == {
         cn + "prometheus-operator:v0.55.1", cn + "kube-rbac-proxy:v0.11.0", cn + "node-exporter:v1.3.1",
-        cn + "kube-state-metrics:v2.6.0"}
+        cn + "kube-state-metrics:v2.6.0", cn + "notification-manager-operator:v2.3.0"}
     mirror = "registry.local:5000/mirror/"
     assert find(rendered["tuned"], "Prometheus", "k8s")["spec"]["image"] == mirror + "prometheus:v2.39.1"
     assert all(c["image"].startswith(mirror) for c in all_containers(rendered["tuned"]).values())
@@ -246,6 +268,10 @@ def test_every_container_has_upstream_resources(rendered: dict[str, Objects]) ->
                                                   "requests": {"cpu": "100m", "memory": "150Mi"}},
         "kube-state-metrics/kube-rbac-proxy-main": proxy,
         "kube-state-metrics/kube-rbac-proxy-self": proxy,
+        "notification-manager-operator/kube-rbac-proxy": {"limits": {"cpu": "50m", "memory": "50Mi"},
+                                                         "requests": {"cpu": "5m", "memory": "10Mi"}},
+        "notification-manager-operator/notification-manager-operator": {
+            "limits": {"cpu": "50m", "memory": "50Mi"}, "requests": {"cpu": "5m", "memory": "20Mi"}},
     }
 
 
@@ -279,10 +305,11 @@ def test_scheduling_prefers_monitoring_then_global_settings(rendered: dict[str, 
     for kind, name in [("Prometheus", "k8s"), ("Alertmanager", "main")]:
         spec = find(objects, kind, name)["spec"]
         assert {k: spec[k] for k in wanted} == wanted, name
-    for name in ("prometheus-operator", "kube-state-metrics"):
+    for name in ("prometheus-operator", "kube-state-metrics", "notification-manager-operator"):
         spec = pod(objects, "Deployment", name)
         assert {k: spec[k] for k in wanted} == wanted, name
-        assert "tolerations" not in pod(rendered["default"], "Deployment", name)
+        assert not pod(rendered["default"], "Deployment", name).get("tolerations")
+    assert {k: find(objects, "NotificationManager", "notification-manager")["spec"][k] for k in wanted} == wanted
     # The global nodeSelector applies when monitoring has none; node-exporter runs on every node regardless.
     assert find(rendered["tuned"], "Prometheus", "k8s")["spec"]["nodeSelector"] == {"role": "monitoring"}
     assert pod(rendered["tuned"], "Deployment", "kube-state-metrics")["nodeSelector"] == {"role": "monitoring"}
@@ -421,7 +448,10 @@ def test_etcd_without_tls_needs_no_secret(rendered: dict[str, Objects]) -> None:
 
 
 def test_external_prometheus_keeps_only_kubesphere_objects(rendered: dict[str, Objects]) -> None:
-    assert keys(rendered["external"]) == {
+    kinds = {k[0] for k in keys(rendered["external"])}
+    assert kinds == {"CustomResourceDefinition", "Namespace", "ServiceAccount", "DaemonSet", "Service",
+                     "ClusterDashboard"}
+    assert {k for k in keys(rendered["external"]) if k[0] == "CustomResourceDefinition"} == {
         ("CustomResourceDefinition", "", "dashboards.monitoring.kubesphere.io"),
         ("CustomResourceDefinition", "", "clusterdashboards.monitoring.kubesphere.io")}
 
@@ -444,4 +474,196 @@ def test_endpoint_ip_filters() -> None:
     assert f.ks_bad_endpoint_ips("10.0.0.1,fd00::1") == []
     assert f.ks_bad_endpoint_ips("localhost, 127.0.0.1, 169.254.0.1, etcd-0, 10.0.0.1") == [
         "localhost", "127.0.0.1", "169.254.0.1", "etcd-0"]
-    assert set(f.FilterModule().filters()) == {"ks_split", "ks_bad_endpoint_ips"}
+    assert f.ks_gpu_nodes([
+        {"metadata": {"name": "gpu-b"}, "status": {"allocatable": {"nvidia.com/gpu": "2", "cpu": "8"}}},
+        {"metadata": {"name": "cpu"}, "status": {"allocatable": {"cpu": "8"}}},
+        {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"nvidia.com/gpu": "0"}}},
+        {"metadata": {"name": "new"}}]) == ["gpu-a", "gpu-b"]
+    assert f.ks_gpu_nodes(None) == []
+    assert set(f.FilterModule().filters()) == {"ks_split", "ks_bad_endpoint_ips", "ks_gpu_nodes"}
+
+
+def test_notification_manager(rendered: dict[str, Objects]) -> None:
+    objects = rendered["extras"]
+    operator = containers(objects, "Deployment", "notification-manager-operator")
+    assert operator["notification-manager-operator"]["image"] == "kubesphere/notification-manager-operator:v2.3.0"
+    assert operator["notification-manager-operator"]["args"] == ["--metrics-addr=127.0.0.1:8080",
+                                                                  "--enable-leader-election"]
+    assert operator["notification-manager-operator"]["ports"] == [
+        {"containerPort": 9443, "name": "webhook-server", "protocol": "TCP"}]
+    assert operator["kube-rbac-proxy"]["image"] == "kubesphere/kube-rbac-proxy:v0.11.0"
+    spec = pod(objects, "Deployment", "notification-manager-operator")
+    assert spec["serviceAccountName"] == "notification-manager-sa"
+    assert {"name": "cert", "secret": {"defaultMode": 420, "secretName": "notification-manager-webhook-server-cert"}} \
+        in spec["volumes"]
+    selector = find(objects, "Deployment", "notification-manager-operator")["spec"]["selector"]["matchLabels"]
+    assert selector == {"control-plane": "controller-manager"}  # upstream's (immutable)
+    for service, port, target in [("notification-manager-webhook", 443, 9443),
+                                  ("notification-manager-controller-metrics", 8443, "https")]:
+        svc = find(objects, "Service", service)["spec"]
+        assert svc["selector"] == selector
+        assert (svc["ports"][0]["port"], svc["ports"][0]["targetPort"]) == (port, target)
+    nm = find(objects, "NotificationManager", "notification-manager")
+    assert nm["apiVersion"] == "notification.kubesphere.io/v2beta2" and "namespace" not in nm["metadata"]
+    assert nm["spec"]["replicas"] == 1 and find(rendered["extras_tuned"], "NotificationManager",
+                                                "notification-manager")["spec"]["replicas"] == 2
+    assert nm["spec"]["image"] == "kubesphere/notification-manager:v2.3.0"
+    assert nm["spec"]["sidecars"]["tenant"]["image"] == "kubesphere/notification-tenant-sidecar:v3.2.0"
+    assert nm["spec"]["serviceAccountName"] == "notification-manager-sa" and nm["spec"]["portName"] == "webhook"
+    assert nm["spec"]["resources"] == {"limits": {"cpu": "500m", "memory": "500Mi"},
+                                       "requests": {"cpu": "5m", "memory": "20Mi"}}
+    assert nm["spec"]["template"]["text"] == {"name": "notification-manager-template", "namespace": NS}
+    assert nm["spec"]["template"]["languagePack"] == [{"name": "zh-cn", "namespace": NS}]
+    assert nm["spec"]["defaultSecretNamespace"] == "kubesphere-monitoring-federated"
+    template = find(objects, "ConfigMap", "notification-manager-template")["data"]["template"]
+    assert template == (ROLE / "files" / "notification-manager" / "template.tmpl").read_text()
+    assert '{{ define "nm.default.html" }}' in template and '{{ define "nm.feishu.post" }}' in template
+    languages = yaml.safe_load(find(objects, "ConfigMap", "zh-cn")["data"]["zh-cn"])
+    assert languages[0]["name"] == "zh-cn" and languages[0]["dictionary"]["alert"] == "告警"
+    for name in ("notification-manager-controller", "notification-manager-proxy",
+                 "notification-manager-tenant-sidecar"):
+        binding = find(objects, "ClusterRoleBinding", name + "-rolebinding")
+        assert binding["roleRef"]["name"] == name + "-role"
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "notification-manager-sa", "namespace": NS}]
+
+
+def test_notification_manager_spec_settings(rendered: dict[str, Objects]) -> None:
+    objects = rendered["extras_tuned"]
+    operator = containers(objects, "Deployment", "notification-manager-operator")
+    assert operator["notification-manager-operator"]["resources"] == RESOURCES
+    assert operator["kube-rbac-proxy"]["resources"] == {"limits": {"cpu": "50m", "memory": "50Mi"},
+                                                        "requests": {"cpu": "7m", "memory": "10Mi"}}
+    assert operator["kube-rbac-proxy"]["image"] == "registry.local:5000/kubesphere/kube-rbac-proxy:v0.11.0"
+    nm = find(objects, "NotificationManager", "notification-manager")["spec"]
+    assert nm["resources"] == {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "5m", "memory": "20Mi"}}
+    assert nm["image"] == "registry.local:5000/kubesphere/notification-manager:v2.3.0"
+    assert nm["sidecars"]["tenant"]["image"] == "registry.local:5000/kubesphere/notification-tenant-sidecar:v3.2.0"
+    wanted = {"nodeSelector": {"monitoring": "yes"}, "tolerations": TOLERATE_ALL, "affinity": ZONE_AFFINITY}
+    assert {k: nm[k] for k in wanted} == wanted
+    assert {k: pod(objects, "Deployment", "notification-manager-operator")[k] for k in wanted} == wanted
+
+
+def test_notification_manager_webhooks_carry_the_generated_ca(rendered: dict[str, Objects]) -> None:
+    objects = rendered["extras"]
+    webhook = find(objects, "ValidatingWebhookConfiguration", "notification-manager-validating-webhook")
+    assert [w["name"] for w in webhook["webhooks"]] == [f"v{k}.notification.kubesphere.io"
+                                                        for k in ("config", "receiver", "router", "silence")]
+    for hook, kind in zip(webhook["webhooks"], ("config", "receiver", "router", "silence"), strict=True):
+        assert hook["clientConfig"] == {"caBundle": CA, "service": {
+            "name": "notification-manager-webhook", "namespace": NS,
+            "path": f"/validate-notification-kubesphere-io-v2beta2-{kind}"}}
+        assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "None"
+        assert hook["rules"] == [{"apiGroups": ["notification.kubesphere.io"], "apiVersions": ["v2beta2"],
+                                  "operations": ["CREATE", "UPDATE"], "resources": [kind + "s"]}]
+    crds = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CustomResourceDefinition"
+            and o["metadata"]["name"] in NM_CRDS}
+    assert set(crds) == NM_CRDS
+    for name, crd in crds.items():
+        spec = crd["spec"]
+        assert spec["scope"] == "Cluster" and spec["names"]["categories"] == ["notification-manager"]
+        assert [v["name"] for v in spec["versions"] if v["storage"]] == ["v2beta2"]
+        assert all(v["served"] and v["subresources"] == {"status": {}} for v in spec["versions"])
+        if name.split(".")[0] in ("configs", "receivers"):  # v2beta1 objects are converted by the operator
+            assert [v["name"] for v in spec["versions"]] == ["v2beta1", "v2beta2"]
+            assert spec["conversion"] == {"strategy": "Webhook", "webhook": {
+                "clientConfig": {"caBundle": CA, "service": {"name": "notification-manager-webhook",
+                                                             "namespace": NS, "path": "/convert"}},
+                "conversionReviewVersions": ["v1", "v1beta1"]}}
+        else:
+            assert "conversion" not in spec
+    assert crds["notificationmanagers.notification.kubesphere.io"]["spec"]["names"]["shortNames"] == ["nm"]
+
+
+def test_grafana(rendered: dict[str, Objects]) -> None:
+    assert not any(o["metadata"]["name"].startswith("grafana") for o in rendered["default"])
+    objects = rendered["extras"]
+    deployment = find(objects, "Deployment", "grafana")
+    spec = deployment["spec"]["template"]["spec"]
+    container = spec["containers"][0]
+    assert container["image"] == "grafana/grafana:8.3.3"
+    assert container["readinessProbe"] == {"httpGet": {"path": "/api/health", "port": "http"}}
+    assert container["resources"] == {"limits": {"cpu": "200m", "memory": "200Mi"},
+                                      "requests": {"cpu": "100m", "memory": "100Mi"}}
+    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65534}
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod(rendered["extras_tuned"], "Deployment", "grafana")["nodeSelector"] == {"monitoring": "yes"}
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/component": "grafana", "app.kubernetes.io/name": "grafana",
+        "app.kubernetes.io/part-of": "kube-prometheus"}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["grafana-storage"] == "/var/lib/grafana"
+    for name in GRAFANA_DASHBOARDS:
+        assert mounts[f"grafana-dashboard-{name}"] == f"/grafana-dashboard-definitions/0/{name}"
+        dashboard = json.loads(find(objects, "ConfigMap", f"grafana-dashboard-{name}")["data"][f"{name}.json"])
+        assert dashboard.get("panels") or dashboard.get("rows"), name
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert set(volumes) == set(mounts)
+    for volume in volumes.values():  # every volume is an object this role renders
+        if "configMap" in volume:
+            find(objects, "ConfigMap", volume["configMap"]["name"])
+        elif "secret" in volume:
+            find(objects, "Secret", volume["secret"]["secretName"])
+        else:
+            find(objects, "PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"])
+    claim = find(objects, "PersistentVolumeClaim", "grafana-storage")["spec"]
+    assert claim == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Mi"}}}
+    sources = json.loads(base64.b64decode(find(objects, "Secret", "grafana-datasources")["data"]["datasources.yaml"]))
+    assert sources["datasources"][0]["url"] == f"http://prometheus-k8s.{NS}.svc:9090"
+    providers = json.loads(find(objects, "ConfigMap", "grafana-dashboards")["data"]["dashboards.yaml"])["providers"]
+    assert providers[0]["options"] == {"path": "/grafana-dashboard-definitions/0"}
+    assert base64.b64decode(find(objects, "Secret", "grafana-config")["data"]["grafana.ini"])
+    service = find(objects, "Service", "grafana")["spec"]
+    assert service["ports"] == [{"name": "http", "port": 3000, "targetPort": "http"}]
+    assert service["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    assert find(objects, "ServiceMonitor", "grafana")["spec"]["endpoints"] == [{"interval": "1m", "port": "http"}]
+    assert find(rendered["extras_tuned"], "Deployment", "grafana")["spec"]["template"]["spec"]["containers"][0][
+        "image"] == "registry.local:5000/grafana/grafana:8.3.3"
+
+
+def test_gpu_exporter(rendered: dict[str, Objects]) -> None:
+    objects = rendered["extras"]
+    daemonset = find(objects, "DaemonSet", "gpu-dcgm-exporter")
+    spec = daemonset["spec"]["template"]["spec"]
+    exporter = spec["containers"][0]
+    assert exporter["image"] == "nvcr.io/nvidia/k8s/dcgm-exporter:2.1.8-2.4.0-rc.3-ubuntu18.04"
+    assert exporter["args"] == ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"]
+    assert exporter["securityContext"] == {"runAsNonRoot": False, "runAsUser": 0,
+                                           "capabilities": {"add": ["SYS_ADMIN"]}}
+    assert exporter["resources"] == {"limits": {"cpu": "100m", "memory": "128Mi"},
+                                     "requests": {"cpu": "100m", "memory": "128Mi"}}
+    assert spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "Exists"}]}]}
+    assert spec["serviceAccountName"] == "gpu-dcgm-exporter"
+    labels = daemonset["spec"]["template"]["metadata"]["labels"]
+    assert daemonset["spec"]["selector"]["matchLabels"] == labels
+    service = find(objects, "Service", "gpu-dcgm-exporter")["spec"]
+    assert service["selector"].items() <= labels.items() and service["ports"][0]["port"] == 9400
+    monitor = find(objects, "ServiceMonitor", "gpu-dcgm-exporter")["spec"]
+    assert monitor["selector"]["matchLabels"].items() <= find(objects, "Service", "gpu-dcgm-exporter")["metadata"][
+        "labels"].items()
+    assert monitor["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s"}]
+    dashboard = find(objects, "ClusterDashboard", "nvidia-dcgm-exporter-clusterdashboard-rev1")
+    assert dashboard["apiVersion"] == "monitoring.kubesphere.io/v1alpha2"
+    assert any(t["expr"] == "DCGM_FI_DEV_GPU_TEMP" for p in dashboard["spec"]["panels"] for t in p.get("targets", []))
+    tuned = find(rendered["extras_tuned"], "DaemonSet", "gpu-dcgm-exporter")["spec"]["template"]["spec"]
+    assert tuned["containers"][0]["resources"] == RESOURCES
+    assert tuned["containers"][0]["image"] == \
+        "registry.local:5000/nvidia/k8s/dcgm-exporter:2.1.8-2.4.0-rc.3-ubuntu18.04"
+    assert "nodeSelector" not in tuned and "tolerations" not in tuned  # upstream's: only the GPU nodes' label
+
+
+def test_istio_monitors(rendered: dict[str, Objects]) -> None:
+    objects = rendered["extras"]
+    namespace = find(objects, "Namespace", "istio-system")["metadata"]["labels"]
+    assert namespace == {"kubesphere.io/workspace": "system-workspace", "kubesphere.io/namespace": "istio-system"}
+    pods = find(objects, "PodMonitor", "envoy-stats-monitor")
+    assert pods["metadata"]["namespace"] == "istio-system"
+    endpoint = pods["spec"]["podMetricsEndpoints"][0]
+    assert endpoint["path"] == "/stats/prometheus" and endpoint["interval"] == "15s"
+    assert endpoint["relabelings"][2]["regex"] == r"([^:]+)(?::\d+)?;(\d+)"
+    assert "istio_requests_total" in endpoint["metricRelabelings"][0]["regex"]
+    components = find(objects, "ServiceMonitor", "istio-component-monitor")
+    assert components["metadata"]["namespace"] == "istio-system"
+    assert components["spec"]["selector"] == {"matchExpressions": [{"key": "istio", "operator": "In",
+                                                                    "values": ["pilot"]}]}
+    assert components["spec"]["endpoints"] == [{"port": "http-monitoring", "interval": "15s"}]

@@ -90,8 +90,7 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     scenarios = {name: {**apply_defaults(changes), **extra} for name, (changes, extra) in SCENARIOS.items()}
     return render_scenarios("opensearch", "(ks_opensearch_objects + ks_opensearch_secrets)", scenarios,
-                            tmp_path_factory.mktemp("opensearch"),
-                            {"ks_module": "opensearch", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1"})
+                            tmp_path_factory.mktemp("opensearch"))
 
 
 def env(objects: Objects, kind: str, name: str) -> dict[str, Any]:

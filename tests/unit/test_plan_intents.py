@@ -99,13 +99,38 @@ def test_cluster_role_transitions_are_checked_against_what_was_applied() -> None
     from installer.config import prepare
     from installer.plan import applied_spec
 
-    host = _spec(multicluster={"clusterRole": "host"})
-    none = {**DEFAULT_CC["spec"], "multicluster": {"clusterRole": "none"}}
-    # host was accepted but its module never got installed (a failed run): going back is allowed
+    auth = {**DEFAULT_CC["spec"]["authentication"], "jwtSecret": "shared-with-the-host"}
+    member = _spec(multicluster={"clusterRole": "member"}, authentication=auth)
+    host = {**DEFAULT_CC["spec"], "authentication": auth, "multicluster": {"clusterRole": "host"}}
+    # member was accepted but ks-config never got installed with it (a failed run): promoting is allowed
     records = {"ks-config": _installed("ks-config", _spec())}
-    assert not prepare(none, host, applied=applied_spec(records, host)).errors
-    # once the host's module is installed, going back is refused and the message says how to start over
-    records["multicluster"] = _installed("multicluster", host)
-    errors = prepare(none, host, applied=applied_spec(records, host)).errors
+    assert not prepare(host, member, applied=applied_spec(records, member)).errors
+    # once ks-config is installed as a member, promotion is refused and the message says how to start over
+    records["ks-config"] = _installed("ks-config", member)
+    errors = prepare(host, member, applied=applied_spec(records, member)).errors
     assert [e.path for e in errors] == ["multicluster.clusterRole"]
     assert "python -m installer uninstall --all" in errors[0].message
+
+
+def test_a_derived_module_goes_with_its_last_consumer_only() -> None:
+    """openldap runs for devops or for common.openldap.enabled: devops off uninstalls it only when nothing else
+    still wants it."""
+    on = _spec(devops={"enabled": True})
+    records = {name: _installed(name, on) for name in ("preinstall", "ks-core", "ks-config", "openldap", "devops")}
+    off = _spec(devops={"enabled": False})
+    plan = build_plan(off, records, files)
+    assert plan.step("devops").action == Action.UNINSTALL and plan.step("openldap").action == Action.UNINSTALL
+    wanted = _spec(devops={"enabled": False}, common={**off["common"], "openldap": {"enabled": True}})
+    plan = build_plan(wanted, records, files)
+    assert plan.step("devops").action == Action.UNINSTALL
+    assert plan.step("openldap").action not in (Action.UNINSTALL, Action.INSTALL)
+
+
+def test_devops_without_an_external_s3_installs_openldap_and_minio_first() -> None:
+    from installer.plan import run_order
+
+    records = {name: _installed(name, _spec()) for name in ("preinstall", "ks-core", "ks-config", "monitoring")}
+    plan = build_plan(_spec(devops={"enabled": True}), records, files)
+    assert {s.module: s.action for s in plan.runnable} == {
+        "openldap": Action.INSTALL, "minio": Action.INSTALL, "devops": Action.INSTALL, "ks-config": Action.UPGRADE}
+    assert run_order(plan)["devops"] == {"openldap": True, "minio": True}

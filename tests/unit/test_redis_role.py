@@ -56,8 +56,7 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     scenarios = {name: {**apply_defaults(changes), **extra} for name, (changes, extra) in SCENARIOS.items()}
-    return render_scenarios("redis", "ks_redis_objects", scenarios, tmp_path_factory.mktemp("redis"),
-                            {"ks_module": "redis", "ks_namespace": NS, "ks_version": "v3.4.1"})
+    return render_scenarios("redis", "ks_redis_objects", scenarios, tmp_path_factory.mktemp("redis"))
 
 
 def images(objects: Objects) -> set[str]:

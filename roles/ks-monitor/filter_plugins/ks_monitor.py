@@ -26,6 +26,17 @@ def ks_bad_endpoint_ips(value: Any) -> list[str]:
     return bad
 
 
+def ks_gpu_nodes(nodes: Any, resource: str = "nvidia.com/gpu") -> list[str]:
+    """Names of the Nodes whose allocatable resources name ``resource`` (upstream's go-template
+    ``index .status.allocatable "nvidia.com/gpu"``: any non-empty quantity, "0" included)."""
+    names = []
+    for node in nodes or []:
+        allocatable = ((node or {}).get("status") or {}).get("allocatable") or {}
+        if str(allocatable.get(resource) or ""):
+            names.append(node["metadata"]["name"])
+    return sorted(names)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"ks_split": ks_split, "ks_bad_endpoint_ips": ks_bad_endpoint_ips}
+        return {"ks_split": ks_split, "ks_bad_endpoint_ips": ks_bad_endpoint_ips, "ks_gpu_nodes": ks_gpu_nodes}

@@ -1,0 +1,120 @@
+"""The hook's fast path: decide "nothing to do" from shell-operator's snapshots, without the Kubernetes client.
+
+shell-operator hands the hook the cc and the installer's state Secret as snapshots. When the plan they give has
+nothing to run and the cc's status already says the last reconcile finished Ready at the state the Secret holds,
+the hook only refreshes the generation the conditions were observed at, through ``$KUBERNETES_PATCH_PATH``.
+Anything else (a first install, a change, a failure, a retry or drift check due, a state the status did not see
+written) goes to the full reconcile, which re-reads everything from the API.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from installer.config import prepare
+from installer.fingerprint import DigestCache
+from installer.modules import MODULES, switch_paths
+from installer.plan import applied_spec, build_plan
+from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
+from installer.settings import (
+    CC_GROUP,
+    CC_KIND,
+    CC_NAME,
+    CC_VERSION,
+    NAMESPACE,
+    RETRY_ANNOTATION,
+    STATE_SECRET,
+    Settings,
+)
+from installer.state_codec import StateUnreadable, parse
+from installer.status import Phase, condition_of
+
+log = logging.getLogger("installer")
+PATCH_ENV = "KUBERNETES_PATCH_PATH"
+CONDITIONS_IN_STEP = ("Ready", "Stalled", "Reconciling", "ConsoleReady")
+"""Conditions whose observedGeneration a no-op refreshes (their status stays)."""
+
+
+def _snapshot(contexts: list[dict[str, Any]], binding: str) -> dict[str, Any] | None:
+    """The object of a one-object snapshot, from the newest binding context that has it."""
+    for context in reversed(contexts):
+        items = (context.get("snapshots") or {}).get(binding)
+        if items is not None:
+            return (items[0].get("object") if items else None) or None
+    return None
+
+
+def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: str, state_binding: str,
+           settings: Settings) -> bool:
+    """True when the event needs no reconcile (and the status was refreshed if needed); False: run the full one."""
+    patch_path = os.environ.get(PATCH_ENV)
+    cc = _snapshot(contexts, spec_binding)
+    if not patch_path or cc is None:
+        return False
+    status = cc.get("status") or {}
+    if RETRY_ANNOTATION in ((cc.get("metadata") or {}).get("annotations") or {}):
+        return False
+    if schedule_only:
+        return not (refusal_to_recheck(status) or due_for_retry(status)
+                    or drift_check_due(status, settings.drift_interval))
+    secret = _snapshot(contexts, state_binding)
+    if secret is None or (secret.get("metadata") or {}).get("resourceVersion") != status.get("stateRevision"):
+        return False  # first install, or a state this status was not written after
+    if not settings.running_file.exists():
+        return False  # the welcome is due (a new pod)
+    if not _nothing_to_do(cc, secret, status, settings):
+        return False
+    generation = (cc.get("metadata") or {}).get("generation")
+    log.info("Plan: nothing to do")
+    log.info("Settled from shell-operator's snapshots: no API call was needed")
+    log.info("Reconcile finished, Ready: %s", condition_of(status, "Ready").get("message", ""))
+    if status.get("observedGeneration") != generation:
+        _write_status_patch(Path(patch_path), _observed(status, generation))
+    return True
+
+
+def _nothing_to_do(cc: dict[str, Any], secret: dict[str, Any], status: dict[str, Any], settings: Settings) -> bool:
+    ready, stalled, reconciling = (condition_of(status, t) for t in ("Ready", "Stalled", "Reconciling"))
+    if (ready.get("status"), stalled.get("status"), reconciling.get("status")) != ("True", "False", "False"):
+        return False
+    try:
+        records, previous = parse(secret.get("data") or {}, f"Secret {NAMESPACE}/{STATE_SECRET}")
+    except StateUnreadable:
+        return False
+    prepared = prepare(cc.get("spec"), previous, switch_paths(), applied_spec(records, previous))
+    if prepared.errors or prepared.spec != previous:
+        return False  # reported, or a new accepted spec to store: the full path does both
+    if (prepared.warnings or None) != status.get("warnings") or (prepared.migrations or None) != status.get(
+            "migrations"):
+        return False
+
+    files = DigestCache(settings.digest_cache, settings.playbooks_dir, settings.roles_dir)
+    plan = build_plan(prepared.spec, records, files, plain=prepared.plain, kept=prepared.kept)
+    if plan.runnable or any(step.note for step in plan.steps):
+        return False
+    modules = status.get("modules") or {}
+    wanted = {s.module: s.hash for s in plan.steps}
+    for module in (m.name for m in MODULES if m.enabled(prepared.spec)):
+        record = records.get(module)
+        if record is None or not record.current_at(wanted.get(module)):
+            return False
+        if (modules.get(module) or {}).get("phase") != Phase.INSTALLED:
+            return False
+    return True
+
+
+def _observed(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
+    conditions = [{**c, "observedGeneration": generation} if c.get("type") in CONDITIONS_IN_STEP else c
+                  for c in status.get("conditions") or []]
+    return {"observedGeneration": generation, "conditions": conditions}
+
+
+def _write_status_patch(path: Path, status: dict[str, Any]) -> None:
+    operation = {"operation": "MergePatch", "apiVersion": f"{CC_GROUP}/{CC_VERSION}", "kind": CC_KIND,
+                 "namespace": NAMESPACE, "name": CC_NAME, "subresource": "status", "mergePatch": {"status": status}}
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(operation) + "\n")

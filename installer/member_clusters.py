@@ -1,0 +1,44 @@
+"""A host cluster stops being one (``multicluster.clusterRole: host`` → ``none``/``member``) only when no member
+cluster is joined to it: the member clusters' Cluster objects, their federated resources and the console's view
+of them would otherwise be cut off (kubesphere/kubesphere#4229)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from installer.config import SpecError
+from installer.spec import get
+
+HOST_LABEL = "cluster-role.kubesphere.io/host"
+"""The label ks-controller-manager puts on the Cluster object of the host itself."""
+
+
+def joined_members(api: client.ApiClient) -> list[str]:
+    """Names of the Cluster objects (clusters.cluster.kubesphere.io) other than the host's own."""
+    try:
+        found = client.CustomObjectsApi(api).list_cluster_custom_object(
+            "cluster.kubesphere.io", "v1alpha1", "clusters", label_selector=f"!{HOST_LABEL}")
+    except ApiException as exc:
+        if exc.status == 404:  # the kind is not served: nothing can be joined
+            return []
+        raise
+    return sorted(item["metadata"]["name"] for item in found.get("items", []))
+
+
+def role_change_errors(api: client.ApiClient, applied: dict[str, Any] | None, spec: dict[str, Any]) -> list[SpecError]:
+    """The refusal of a host → none/member change while member clusters are joined (else nothing)."""
+    before = get(applied, "multicluster.clusterRole", "none")
+    after = get(spec, "multicluster.clusterRole", "none")
+    if before != "host" or after == "host":
+        return []
+    members = joined_members(api)
+    if not members:
+        return []
+    return [SpecError("multicluster.clusterRole",
+                      f'cannot change from "host" to "{after}" while member clusters are joined to this host '
+                      f"({', '.join(members)}): remove them first (Cluster Management in the console, or "
+                      "`kubectl delete clusters.cluster.kubesphere.io <name>`; the change then goes ahead within "
+                      'a minute), or set it back to "host"')]

@@ -1,0 +1,81 @@
+"""The hook's fast path on real objects: an event that needs nothing is settled from shell-operator's snapshots
+(the cc and the state Secret as the API returns them) without the Kubernetes client, and only refreshes the
+observed generation through the patch file; a stale snapshot or a due retry goes to the full reconcile."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simcluster import tool_path
+
+from installer.hook import SCHEDULE_BINDING, SPEC_BINDING, STATE_BINDING
+from installer.settings import NAMESPACE, STATE_SECRET
+
+from .conftest import REPO, Installer
+
+pytestmark = pytest.mark.cluster
+HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
+
+
+def live(installer: Installer, kind: str, name: str) -> dict[str, Any]:
+    out = subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={installer.kubeconfig}", "get", kind, name,
+                          "-n", NAMESPACE, "-o", "json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def run_hook(installer: Installer, tmp: Path, binding: str, cc: dict[str, Any], secret: dict[str, Any],
+             ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+    context = [{"binding": binding, "type": "Schedule" if binding == SCHEDULE_BINDING else "Event",
+                "snapshots": {SPEC_BINDING: [{"object": cc}], STATE_BINDING: [{"object": secret}]}}]
+    (tmp / "context.json").write_text(json.dumps(context))
+    patch = tmp / "patch.jsonl"
+    patch.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "-X", "importtime", str(HOOK)], capture_output=True, text=True,
+                          timeout=600, env=installer.environ(BINDING_CONTEXT_PATH=str(tmp / "context.json"),
+                                                            KUBERNETES_PATCH_PATH=str(patch)))
+    ops = [json.loads(line) for line in patch.read_text().splitlines()] if patch.exists() else []
+    return proc, ops
+
+
+def client_loaded(proc: subprocess.CompletedProcess[str]) -> bool:
+    return any(re.search(r"\|\s+kubernetes$", line.rstrip()) for line in proc.stderr.splitlines())
+
+
+def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path: Path) -> None:
+    installer.apply_cc()
+    installer.reconcile_ok()
+    # An edit that changes no input (2Gi is the default): a new generation, nothing to run.
+    installer.apply_cc(common__redis={"enabled": False, "volumeSize": "2Gi"})
+    cc, secret = installer.cc(), live(installer, "secret", STATE_SECRET)
+    generation = cc["metadata"]["generation"]
+    assert cc["status"]["observedGeneration"] == generation - 1
+
+    proc, ops = run_hook(installer, tmp_path, SPEC_BINDING, cc, secret)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not client_loaded(proc)
+    assert "Plan: nothing to do" in proc.stderr and "Reconcile finished, Ready: 4 modules installed" in proc.stderr
+    assert "Settled from shell-operator's snapshots" in proc.stderr
+    (op,) = ops
+    assert (op["operation"], op["kind"], op["name"], op["subresource"]) == (
+        "MergePatch", "ClusterConfiguration", "ks-installer", "status")
+    status = op["mergePatch"]["status"]
+    assert status["observedGeneration"] == generation
+    assert {c["type"]: (c["status"], c["observedGeneration"]) for c in status["conditions"]}["Ready"] == (
+        "True", generation)
+
+    # The schedule with no retry and no drift check due: settled, nothing written.
+    installer.patch_status({"lastDriftCheck": "2999-01-01T00:00:00Z"})
+    proc, ops = run_hook(installer, tmp_path, SCHEDULE_BINDING, installer.cc(), secret)
+    assert proc.returncode == 0 and not client_loaded(proc) and ops == []
+
+    # A state Secret the status was not written after (a snapshot older than the last reconcile): full path.
+    stale = {**secret, "metadata": {**secret["metadata"], "resourceVersion": "1"}}
+    proc, ops = run_hook(installer, tmp_path, SPEC_BINDING, installer.cc(), stale)
+    assert proc.returncode == 0 and client_loaded(proc), proc.stderr[-2000:]
+    assert ops == [] and installer.cc()["status"]["observedGeneration"] == generation

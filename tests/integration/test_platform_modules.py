@@ -1,0 +1,95 @@
+"""The small platform modules through the engine on the simulated cluster, in one install: network (weave-scope),
+openpitrix (the App Store's import Job and built-in repository, with an external S3) and telemetry (the cluster id
+and the usage report, sent to the test session's receiver). Then each is switched off and network back on."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+import pytest
+from cluster_objects import delete_namespace
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from .conftest import Installer
+
+pytestmark = pytest.mark.cluster
+WEAVE = "weave"
+S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableSSL": True,
+      "forcePathStyle": True, "accessKeyID": "ak", "secretAccessKey": "sk"}
+REPO = ("application.kubesphere.io", "v1alpha1", "helmrepos", "builtin-stable")
+
+
+def kubesphere_yaml(installer: Installer) -> str:
+    return client.CoreV1Api(installer.api).read_namespaced_config_map(
+        "kubesphere-config", "kubesphere-system").data["kubesphere.yaml"]
+
+
+def builtin_repo(installer: Installer) -> dict | None:
+    try:
+        return installer.custom.get_cluster_custom_object(*REPO)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def import_job(installer: Installer) -> client.V1Job | None:
+    try:
+        return client.BatchV1Api(installer.api).read_namespaced_job("openpitrix-import-job", "kubesphere-system")
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def assert_topology(installer: Installer) -> None:
+    apps = client.AppsV1Api(installer.api)
+    for name in ("weave-scope-app", "weave-scope-cluster-agent"):
+        assert apps.read_namespaced_deployment(name, WEAVE).status.available_replicas == 1, name
+    assert apps.read_namespaced_daemon_set("weave-scope-agent", WEAVE)
+    assert installer.status()["network"]["topology"]["status"] == "enabled"
+    assert "weaveScopeHost: weave-scope-app.weave" in kubesphere_yaml(installer)
+
+
+def test_network_openpitrix_and_telemetry(installer: Installer, telemetry_receiver: list[str]) -> None:
+    delete_namespace(installer.api, WEAVE)
+    installer.env["KS_CONSOLE_TIMEOUT"] = "1"
+    on = {"network": {"topology": {"type": "weave-scope"}}, "openpitrix": {"store": {"enabled": True}},
+          "common__s3": S3, "telemetry_enabled": True}
+    installer.apply_cc(**on)
+    ran = installer.reconcile_ok()
+    assert {"network", "openpitrix", "telemetry"} <= set(ran) and "minio" not in ran
+    assert_topology(installer)
+
+    repo = builtin_repo(installer)
+    assert repo and repo["spec"]["url"] == "https://charts.kubesphere.io/stable"
+    assert repo["metadata"]["labels"]["installer.kubesphere.io/module"] == "openpitrix"
+    job = import_job(installer)
+    assert job and job.spec.template.spec.containers[0].command == ["import-app", "import"]
+    assert "openpitrix" not in installer.status()  # upstream wrote no status for the App Store
+
+    cluster_id = installer.status()["clusterId"]
+    assert re.fullmatch(r"[0-9a-f-]{36}-\d+", cluster_id)
+    reports = [urllib.parse.parse_qs(urllib.parse.urlsplit(p).query) for p in telemetry_receiver]
+    sent = next(r for r in reports if r["clusterId"] == [cluster_id])
+    assert sent["c"] == [str(len(client.CoreV1Api(installer.api).list_node().items))]
+    assert "core" in sent["mod"][0].split("-") and sent["multi"] == ["none"]
+
+    off = {"network": {"topology": {"type": "none"}}, "openpitrix": {"store": {"enabled": False}},
+           "common__s3": S3, "telemetry_enabled": False}
+    installer.apply_cc(**off)
+    assert {"network", "openpitrix", "telemetry", "ks-config"} <= set(installer.reconcile_ok())
+    assert installer.leftovers("network", "openpitrix") == set()
+    rbac = client.RbacAuthorizationV1Api(installer.api)
+    assert "weave-scope" not in {r.metadata.name for r in rbac.list_cluster_role().items}
+    assert builtin_repo(installer) is None and import_job(installer) is None
+    status = installer.status()
+    assert "topology" not in status.get("network", {}) and status["clusterId"] == cluster_id
+    assert "weaveScopeHost" not in kubesphere_yaml(installer)
+
+    # Topology again, after its namespace was deleted by hand while it was off.
+    installer.apply_cc(**{**off, "network": on["network"]})
+    assert installer.reconcile_ok() == ["ks-config", "network"]
+    assert_topology(installer)

@@ -1,0 +1,286 @@
+"""The alerting role's manifests, rendered by Ansible for spec variants (no cluster), and ks_alert_rules' relabelling
+and v1beta1 → v2beta1 rule migration against a fake cluster."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from installer_state import upstream_objects
+from role_harness import Objects, find, keys, render_scenarios
+
+from installer.config.defaults import apply_defaults
+
+REPO = Path(__file__).resolve().parents[2]
+NS = "kubesphere-monitoring-system"
+ON = {"alerting": {"enabled": True}}
+SELECTOR = {"app.kubernetes.io/component": "thanos-ruler", "app.kubernetes.io/instance": "kubesphere",
+            "app.kubernetes.io/name": "thanos-ruler", "app.kubernetes.io/part-of": "kube-prometheus"}
+ZONE = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
+SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "default": (ON, {"nodeNum": 1}),
+    "nodes3": (ON, {"nodeNum": 3}),
+    "replicas": ({"alerting": {"enabled": True, "thanosruler": {
+        "replicas": 3, "resources": {"limits": {"memory": "2Gi"}, "requests": {"cpu": "200m"}}}}}, {"nodeNum": 5}),
+    "monitoring_scheduling": ({**ON, "monitoring": {"nodeSelector": {"pool": "monitoring"},
+                                                    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+                                                    "affinity": ZONE},
+                               "nodeSelector": {"pool": "global"}}, {"nodeNum": 1}),
+    "global_scheduling": ({**ON, "nodeSelector": {"pool": "global"}, "tolerations": [{"operator": "Exists"}],
+                           "affinity": ZONE}, {"nodeNum": 1}),
+    "registry": ({**ON, "local_registry": "registry.local:5000"}, {"nodeNum": 1}),
+    "external": ({**ON, "common": {"monitoring": {"type": "external", "endpoint": "https://prom.example.com:9090"}}},
+                 {"nodeNum": 1, "kubernetes_version": "v1.20.4"}),
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
+    scenarios = {name: {**apply_defaults(changes), **facts} for name, (changes, facts) in SCENARIOS.items()}
+    no_endpoint = apply_defaults(ON)
+    del no_endpoint["common"]["monitoring"]["endpoint"]
+    scenarios["no_endpoint"] = {**no_endpoint, "nodeNum": 1}
+    return render_scenarios("alerting", "ks_alerting_objects", scenarios, tmp_path_factory.mktemp("alerting"),
+                            {"ks_module": "alerting", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1",
+                             "kubernetes_version": "v1.34.4"})
+
+
+def ruler(objects: Objects) -> dict[str, Any]:
+    return find(objects, "ThanosRuler", "kubesphere")["spec"]
+
+
+def test_objects_are_upstreams_in_every_variant(rendered: dict[str, Objects]) -> None:
+    for name, objects in rendered.items():
+        assert len(objects) == len(keys(objects)) == 6, name
+        assert keys(objects) == upstream_objects("alerting"), name
+    apis = {o["kind"]: o["apiVersion"] for o in rendered["default"]}
+    assert apis == {o["kind"]: o["apiVersion"] for o in json.loads(
+        (REPO / "tests" / "parity" / "upstream" / "alerting.json").read_text())["objects"]}
+    pdb = find(rendered["external"], "PodDisruptionBudget", "thanos-ruler-kubesphere")
+    assert pdb["apiVersion"] == "policy/v1beta1"  # Kubernetes 1.20
+
+
+def test_thanos_ruler_as_upstream(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    thanos = find(objects, "ThanosRuler", "kubesphere")
+    assert thanos["metadata"]["namespace"] == NS
+    assert thanos["metadata"]["labels"] == {**SELECTOR, "app.kubernetes.io/version": "0.31.0"}
+    spec = thanos["spec"]
+    assert spec["image"] == "thanosio/thanos:v0.31.0"
+    assert spec["replicas"] == 1
+    assert spec["alertmanagersUrl"] == ["dnssrv+http://alertmanager-operated.kubesphere-monitoring-system.svc:9093"]
+    assert spec["queryEndpoints"] == ["http://prometheus-operated.kubesphere-monitoring-system.svc:9090"]
+    assert spec["evaluationInterval"] == "1m"
+    assert spec["ruleSelector"] == {"matchExpressions": [
+        {"key": "alerting.kubesphere.io/rule_level", "operator": "In", "values": ["namespace", "cluster", "global"]}]}
+    assert spec["podMetadata"]["labels"] == thanos["metadata"]["labels"]
+    assert spec["resources"] == {"limits": {"cpu": "1", "memory": "1Gi"},
+                                 "requests": {"cpu": "100m", "memory": "100Mi"}}
+    assert spec["nodeSelector"] == {"kubernetes.io/os": "linux"} and "tolerations" not in spec
+    term = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == SELECTOR
+    assert term["podAffinityTerm"]["namespaces"] == [NS] and term["weight"] == 100
+    no_endpoint = ruler(rendered["no_endpoint"])["queryEndpoints"]
+    assert no_endpoint == ["prometheus-operated.kubesphere-monitoring-system.svc:9090"]  # upstream's fallback
+
+
+def test_companions_as_upstream(rendered: dict[str, Objects]) -> None:
+    objects = rendered["default"]
+    service = find(objects, "Service", "thanos-ruler-kubesphere")["spec"]
+    assert service == {"ports": [{"name": "web", "port": 10902, "targetPort": "web"}], "selector": SELECTOR,
+                       "sessionAffinity": "ClientIP"}
+    monitor = find(objects, "ServiceMonitor", "thanos-ruler-kubesphere")
+    assert monitor["metadata"]["labels"]["app.kubernetes.io/vendor"] == "kubesphere"
+    assert monitor["spec"] == {"endpoints": [{"interval": "1m", "port": "web"}], "selector": {"matchLabels": SELECTOR}}
+    pdb = find(objects, "PodDisruptionBudget", "thanos-ruler-kubesphere")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": SELECTOR}}
+    rule = find(objects, "PrometheusRule", "thanos-ruler-kubesphere-rules")
+    assert rule["metadata"]["labels"]["prometheus"] == "k8s" and rule["metadata"]["labels"]["role"] == "alert-rules"
+    assert rule["spec"] == {"groups": []}
+
+
+def test_global_rule_group_is_upstreams(rendered: dict[str, Objects]) -> None:
+    group = find(rendered["default"], "GlobalRuleGroup", "thanos-rule")
+    assert "namespace" not in group["metadata"]
+    assert group["metadata"]["labels"] == {"alerting.kubesphere.io/builtin": "true",
+                                           "alerting.kubesphere.io/enable": "true"}
+    rules = group["spec"]["rules"]
+    assert len(rules) == 11 and rules[0]["alert"] == "ThanosRuleQueueIsDroppingAlerts"
+    assert rules[0]["severity"] == "critical" and rules[0]["labels"] == {"rule_id": "8a663511d4642025f5a0580fd618d89b"}
+    assert "{{$labels.instance}}" in rules[0]["annotations"]["description"]  # Prometheus' template, not Jinja's
+    initial = json.loads(group["metadata"]["annotations"]["alerting.kubesphere.io/initial-configuration"])
+    assert initial["spec"] == group["spec"] and initial["metadata"]["namespace"] == NS
+    assert initial["metadata"]["name"] == "thanos-rule"
+
+
+def test_replicas_by_node_count_and_spec(rendered: dict[str, Objects]) -> None:
+    assert ruler(rendered["nodes3"])["replicas"] == 2
+    spec = ruler(rendered["replicas"])
+    assert spec["replicas"] == 3
+    assert spec["resources"] == {"limits": {"cpu": "1", "memory": "2Gi"},
+                                 "requests": {"cpu": "200m", "memory": "100Mi"}}
+
+
+def test_scheduling_monitoring_first_then_global(rendered: dict[str, Objects]) -> None:
+    spec = ruler(rendered["monitoring_scheduling"])
+    assert spec["nodeSelector"] == {"pool": "monitoring"}
+    assert spec["tolerations"] == [{"key": "dedicated", "operator": "Exists"}] and spec["affinity"] == ZONE
+    spec = ruler(rendered["global_scheduling"])
+    assert spec["nodeSelector"] == {"pool": "global"}
+    assert spec["tolerations"] == [{"operator": "Exists"}] and spec["affinity"] == ZONE
+
+
+def test_registry_and_external_endpoint(rendered: dict[str, Objects]) -> None:
+    assert ruler(rendered["registry"])["image"] == "registry.local:5000/thanosio/thanos:v0.31.0"
+    assert ruler(rendered["external"])["queryEndpoints"] == ["https://prom.example.com:9090"]
+
+
+# ks_alert_rules ---------------------------------------------------------------------------------------------------
+
+
+def library() -> ModuleType:
+    path = REPO / "playbooks" / "library" / "ks_alert_rules.py"
+    spec = importlib.util.spec_from_file_location("ks_alert_rules", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NODE_RULE = {
+    "alert": "node-cpu-high",
+    "expr": 'node:node_cpu_utilisation:avg1m{node=~"node1|node2"} > 0.7',
+    "for": "5m",
+    "labels": {"severity": "warning", "alerttype": "metric", "rule_id": "abc", "team": "ops"},
+    "annotations": {"kind": "Node", "resources": '["node1","node2"]', "summary": "CPU high",
+                    "rules": '[{"_metricType":"node:node_cpu_utilisation:avg1m{$1}","condition_type":">",'
+                             '"thresholds":"70","unit":"%"}]',
+                    "rule_update_time": "2021-01-01T00:00:00Z"},
+}
+WORKLOAD_RULE = {
+    "alert": "Memory_Of_Deploy",
+    "expr": "x > 1",
+    "labels": {"severity": "critical"},
+    "annotations": {"kind": "Deployment", "resources": '["web"]',
+                    "rules": '[{"_metricType":"namespace:workload_memory_usage:sum{$1}","condition_type":">=",'
+                             '"thresholds":2,"unit":"Mi"}]'},
+}
+
+
+def prometheus_rule(name: str, namespace: str, level: str, *rules: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"custom-alerting-rule-level": level}},
+            "spec": {"groups": [{"name": "alerting.custom.defaults", "rules": list(rules)}]}}
+
+
+def test_rule_migration_is_upstreams_jq() -> None:
+    lib = library()
+    node = lib.migrate_rule(NODE_RULE)
+    assert node == {
+        "alert": "node-cpu-high", "expr": NODE_RULE["expr"], "for": "5m", "severity": "warning",
+        "labels": {"team": "ops"}, "annotations": {"summary": "CPU high"},
+        "exprBuilder": {"node": {"names": ["node1", "node2"], "comparator": ">",
+                                 "metricThreshold": {"cpu": {"utilization": 0.7}}}}}
+    workload = lib.migrate_rule(WORKLOAD_RULE)
+    assert workload["exprBuilder"] == {"workload": {"names": ["web"], "comparator": ">=", "kind": "Deployment",
+                                                    "metricThreshold": {"memory": {"usage": 2 * 1024 * 1024}}}}
+    assert workload["labels"] == {} and workload["annotations"] == {}
+    # Upstream's "netowrk" typo lost this threshold; an unknown metric keeps the expr only.
+    transmitted = {**NODE_RULE, "annotations": {**NODE_RULE["annotations"], "rules": json.dumps(
+        [{"_metricType": "node:node_net_bytes_transmitted:sum_irate", "condition_type": "<", "thresholds": "1.5",
+          "unit": "Mbps"}])}}
+    assert lib.migrate_rule(transmitted)["exprBuilder"]["node"]["metricThreshold"] == {
+        "network": {"transmittedRate": 1500000}}
+    plain = lib.migrate_rule({"alert": "a", "expr": "up == 0", "annotations": {"kind": "Node", "rules": "[]"}})
+    assert "exprBuilder" not in plain and "severity" not in plain
+
+
+def test_groups_per_rule_and_level() -> None:
+    lib = library()
+    cluster = lib.migrate(prometheus_rule("custom", NS, "cluster", NODE_RULE, {"record": "x", "expr": "1"}))
+    assert [(g["kind"], g["metadata"]["name"], g["metadata"].get("namespace")) for g in cluster] == [
+        ("ClusterRuleGroup", "node-cpu-high", None)]
+    assert cluster[0]["metadata"]["labels"] == {"alerting.kubesphere.io/enable": "true"}
+    assert cluster[0]["metadata"]["annotations"] == {"installer.kubesphere.io/migrated-from": f"{NS}/custom/0/0"}
+    assert cluster[0]["spec"]["rules"] == [lib.migrate_rule(NODE_RULE)]
+    namespaced = lib.migrate(prometheus_rule("custom", "demo", "namespace", WORKLOAD_RULE))
+    assert [(g["kind"], g["metadata"]["name"], g["metadata"]["namespace"]) for g in namespaced] == [
+        ("RuleGroup", "memory-of-deploy", "demo")]  # the alert name made a valid object name
+
+
+class FakeCluster:
+    """PrometheusRules and rule groups in memory, with the label selectors ks_alert_rules uses."""
+
+    def __init__(self, rules: list[dict[str, Any]], groups: list[dict[str, Any]] | None = None) -> None:
+        self.prometheus_rules = rules
+        self.groups = {(g["kind"], g["metadata"].get("namespace"), g["metadata"]["name"]): g for g in groups or []}
+
+    def rules(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        def matches(labels: dict[str, str]) -> bool:
+            for term in selector.split(","):
+                if "!=" in term:
+                    key, value = term.split("!=")
+                    if labels.get(key) == value:
+                        return False
+                else:
+                    key, value = term.split("=")
+                    if labels.get(key) != value:
+                        return False
+            return True
+        return [json.loads(json.dumps(r)) for r in self.prometheus_rules
+                if matches(r["metadata"].get("labels") or {})
+                and (namespace is None or r["metadata"]["namespace"] == namespace)]
+
+    def label_rule(self, rule: dict[str, Any], labels: dict[str, Any]) -> None:
+        live = next(r for r in self.prometheus_rules if r["metadata"]["name"] == rule["metadata"]["name"]
+                    and r["metadata"]["namespace"] == rule["metadata"]["namespace"])
+        for key, value in labels.items():
+            if value is None:
+                live["metadata"]["labels"].pop(key, None)
+            else:
+                live["metadata"]["labels"][key] = value
+
+    def create(self, group: dict[str, Any]) -> str:
+        key = (group["kind"], group["metadata"].get("namespace"), group["metadata"]["name"])
+        if key not in self.groups:
+            self.groups[key] = group
+            return "created"
+        origin = "installer.kubesphere.io/migrated-from"
+        live = (self.groups[key]["metadata"].get("annotations") or {}).get(origin)
+        return "done" if live == group["metadata"]["annotations"][origin] else "taken"
+
+
+def test_relabel_and_migrate_once() -> None:
+    lib = library()
+    legacy = {"metadata": {"name": "old", "namespace": "demo",
+                           "labels": {"thanosruler": "thanos-ruler", "role": "thanos-alerting-rules", "x": "y"}}}
+    users = {"kind": "RuleGroup", "metadata": {"name": "memory-of-deploy", "namespace": "demo"}}
+    fake = FakeCluster([legacy, prometheus_rule("c", NS, "cluster", NODE_RULE),
+                        prometheus_rule("elsewhere", "other", "cluster", NODE_RULE),
+                        prometheus_rule("n", "demo", "namespace", WORKLOAD_RULE, WORKLOAD_RULE)], [users])
+    assert lib.relabel(fake) == ["demo/old"]
+    assert legacy["metadata"]["labels"] == {"thanos-ruler": "kubesphere", "role": "alert-rules", "x": "y"}
+    assert lib.relabel(fake) == []
+
+    out = lib.migrate_all(fake, NS)
+    assert out["migrated"] == [f"{NS}/c", "demo/n"]  # cluster-level rules only from the monitoring namespace
+    # The user's group of that name is kept; the two same-named rules get hash-suffixed names.
+    created = sorted(out["created"])
+    assert created[0] == "ClusterRuleGroup/node-cpu-high"
+    assert len(created) == 3 and all(c.startswith("RuleGroup/demo/memory-of-deploy-") for c in created[1:])
+    assert fake.groups[("RuleGroup", "demo", "memory-of-deploy")] is users
+    labelled = [r["metadata"]["name"] for r in fake.prometheus_rules
+                if r["metadata"]["labels"].get("migrated-to-alerting-v2beta1") == "true"]
+    assert labelled == ["c", "n"]
+    assert lib.migrate_all(fake, NS) == {"migrated": [], "created": [], "existing": []}
+
+    # An interrupted run (groups written, originals not labelled) is finished without duplicates.
+    for rule in fake.prometheus_rules:
+        rule["metadata"]["labels"].pop("migrated-to-alerting-v2beta1", None)
+    again = lib.migrate_all(fake, NS)
+    assert again["created"] == [] and sorted(again["existing"]) == created
