@@ -43,6 +43,17 @@ class TelemetryReceiver(BaseHTTPRequestHandler):
         pass
 
 
+# The longest test files, started first: with two workers each taking whole files, a long file started last
+# leaves one worker idle while the other finishes it.
+LONGEST_FIRST = ("test_declared_inputs.py", "test_parity.py", "test_engine_recovery.py", "test_engine.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the longest files first (stable otherwise)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def telemetry_receiver() -> Iterator[list[str]]:
     """KS_TELEMETRY_URL for every test: a receiver on loopback; yields the request paths it got."""
