@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -38,6 +39,13 @@ def labelled_objects(api: client.ApiClient) -> dict[str, dict[str, str]]:
             key = f"{kind}/{meta.namespace or ''}/{meta.name}"
             out.setdefault(meta.labels[MODULE_LABEL], {})[key] = meta.resourceVersion
     return out
+
+
+def delete_quietly(*calls: Callable[[], object]) -> None:
+    """Run each delete call, ignoring API errors (already gone, or never created)."""
+    for call in calls:
+        with contextlib.suppress(ApiException):
+            call()
 
 
 def delete_namespace(api: client.ApiClient, name: str, timeout: float = 120) -> None:

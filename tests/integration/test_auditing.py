@@ -6,12 +6,11 @@ re-enable."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_objects import delete_namespace
+from cluster_objects import delete_namespace, delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -56,11 +55,9 @@ def custom(api: client.ApiClient, group: str, version: str, plural: str, ns: str
 def _clean(api: client.ApiClient) -> None:
     """Remove what a run leaves behind: the Webhook and cluster RBAC, the namespace; the CRDs stay by design."""
     rbac = client.RbacAuthorizationV1Api(api)
-    for call in (lambda: rbac.delete_cluster_role_binding(OPERATOR), lambda: rbac.delete_cluster_role(OPERATOR),
-                 lambda: client.CustomObjectsApi(api).delete_cluster_custom_object(
-                     GROUP, VERSION, "webhooks", "kube-auditing-webhook")):
-        with contextlib.suppress(ApiException):
-            call()
+    delete_quietly(lambda: rbac.delete_cluster_role_binding(OPERATOR), lambda: rbac.delete_cluster_role(OPERATOR),
+                   lambda: client.CustomObjectsApi(api).delete_cluster_custom_object(
+                       GROUP, VERSION, "webhooks", "kube-auditing-webhook"))
     delete_namespace(api, NS)
 
 

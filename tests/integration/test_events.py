@@ -9,13 +9,12 @@ events builds on, is repaired first)."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_objects import delete_namespace
+from cluster_objects import delete_namespace, delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -96,11 +95,9 @@ def _clean(api: client.ApiClient) -> None:
     RBAC, the namespace; the CRDs stay by design. Auditing's leftovers are its own test's business."""
     admission = client.AdmissionregistrationV1Api(api)
     rbac = client.RbacAuthorizationV1Api(api)
-    for call in (lambda: admission.delete_mutating_webhook_configuration(WEBHOOKS["mutating"]),
-                 lambda: admission.delete_validating_webhook_configuration(WEBHOOKS["validating"]),
-                 lambda: rbac.delete_cluster_role_binding(OPERATOR), lambda: rbac.delete_cluster_role(OPERATOR)):
-        with contextlib.suppress(ApiException):
-            call()
+    delete_quietly(lambda: admission.delete_mutating_webhook_configuration(WEBHOOKS["mutating"]),
+                   lambda: admission.delete_validating_webhook_configuration(WEBHOOKS["validating"]),
+                   lambda: rbac.delete_cluster_role_binding(OPERATOR), lambda: rbac.delete_cluster_role(OPERATOR))
     delete_namespace(api, NS)
 
 

@@ -5,7 +5,6 @@ uninstall (the CRDs and another module's Input stay, and so does the namespace t
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_objects import delete_namespace
+from cluster_objects import delete_namespace, delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -42,10 +41,8 @@ OTHER_INPUT = "tail-from-another-module"
 def _clean(api: client.ApiClient) -> None:
     """Remove what a run leaves behind: the namespace (with the CRs), cluster RBAC; the CRDs stay by design."""
     rbac = client.RbacAuthorizationV1Api(api)
-    for call in (lambda: rbac.delete_cluster_role_binding("kubesphere:operator:fluentbit-operator"),
-                 lambda: rbac.delete_cluster_role("kubesphere:operator:fluentbit-operator")):
-        with contextlib.suppress(ApiException):
-            call()
+    delete_quietly(lambda: rbac.delete_cluster_role_binding("kubesphere:operator:fluentbit-operator"),
+                   lambda: rbac.delete_cluster_role("kubesphere:operator:fluentbit-operator"))
     delete_namespace(api, NS)
 
 

@@ -5,7 +5,6 @@ with the same credentials, and a repair after the Deployment and the Job were de
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -37,15 +37,13 @@ S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableS
 def _clean(api: client.ApiClient) -> None:
     """Remove what the module leaves behind (the Secret and the PVC) and any object of an earlier run."""
     core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)
-    for call in (lambda: batch.delete_namespaced_job(JOB, NS, propagation_policy="Background"),
-                 lambda: apps.delete_namespaced_deployment("minio", NS),
-                 lambda: core.delete_namespaced_service("minio", NS),
-                 lambda: core.delete_namespaced_config_map("minio", NS),
-                 lambda: core.delete_namespaced_service_account("ks-minio", NS),
-                 lambda: core.delete_namespaced_secret(SECRET, NS),
-                 lambda: core.delete_namespaced_persistent_volume_claim("minio", NS)):
-        with contextlib.suppress(ApiException):
-            call()
+    delete_quietly(lambda: batch.delete_namespaced_job(JOB, NS, propagation_policy="Background"),
+                   lambda: apps.delete_namespaced_deployment("minio", NS),
+                   lambda: core.delete_namespaced_service("minio", NS),
+                   lambda: core.delete_namespaced_config_map("minio", NS),
+                   lambda: core.delete_namespaced_service_account("ks-minio", NS),
+                   lambda: core.delete_namespaced_secret(SECRET, NS),
+                   lambda: core.delete_namespaced_persistent_volume_claim("minio", NS))
 
 
 def playbooks_without_core(tmp_path: Path, wait_timeout: int | None = None) -> Path:

@@ -5,12 +5,11 @@ predates the Secret."""
 from __future__ import annotations
 
 import base64
-import contextlib
 from collections.abc import Iterator
 
 import pytest
+from cluster_objects import delete_quietly
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from .conftest import Installer
 
@@ -26,13 +25,11 @@ KEPT = {f"Secret/{NS}/{SECRET}"}
 def _clean(api: client.ApiClient) -> None:
     """Remove what the module leaves behind (the Secret and the PVC) and any object of an earlier run."""
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
-    for call in (lambda: apps.delete_namespaced_stateful_set("openldap", NS),
-                 lambda: core.delete_namespaced_service("openldap", NS),
-                 lambda: core.delete_namespaced_config_map("openldap-bootstrap", NS),
-                 lambda: core.delete_namespaced_secret(SECRET, NS),
-                 lambda: core.delete_namespaced_persistent_volume_claim(PVC, NS)):
-        with contextlib.suppress(ApiException):
-            call()
+    delete_quietly(lambda: apps.delete_namespaced_stateful_set("openldap", NS),
+                   lambda: core.delete_namespaced_service("openldap", NS),
+                   lambda: core.delete_namespaced_config_map("openldap-bootstrap", NS),
+                   lambda: core.delete_namespaced_secret(SECRET, NS),
+                   lambda: core.delete_namespaced_persistent_volume_claim(PVC, NS))
 
 
 @pytest.fixture

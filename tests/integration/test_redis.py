@@ -4,12 +4,11 @@ new volume size, uninstall (the volumes and redis-secret stay) and the reinstall
 from __future__ import annotations
 
 import base64
-import contextlib
 from collections.abc import Iterator
 
 import pytest
+from cluster_objects import delete_quietly
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from .conftest import Installer, between_cleanups
 
@@ -40,9 +39,7 @@ def _clean(api: client.ApiClient) -> None:
              lambda: core.delete_namespaced_secret(SECRET, NS)]
     calls += [lambda pvc=pvc: core.delete_namespaced_persistent_volume_claim(pvc, NS)
               for pvc in ["redis-pvc", *HA_PVCS]]
-    for call in calls:
-        with contextlib.suppress(ApiException):
-            call()
+    delete_quietly(*calls)
 
 
 @pytest.fixture
