@@ -59,7 +59,9 @@ def equals(path: str, value: str) -> Switch:
     return Switch(lambda spec: get(spec, path) == value, (path,))
 
 
-_LOG_CONSUMERS = tuple(f"{c}.enabled" for c in ("logging", "events", "auditing", "servicemesh"))
+LOG_CONSUMERS = ("logging", "events", "auditing", "servicemesh")
+"""Modules that write to the log store (servicemesh: Jaeger's traces)."""
+_LOG_CONSUMERS = tuple(f"{c}.enabled" for c in LOG_CONSUMERS)
 
 
 def _log_store(spec: Spec) -> bool:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from installer.modules import LOG_CONSUMERS
 from installer.spec import get
-
-_LOG_USERS = ("logging", "events", "auditing")
 
 
 def _names(users: list[str], one: str = "writes", many: str = "write") -> str:
@@ -27,7 +26,7 @@ def _edge_runtime(spec: dict[str, Any]) -> list[str]:
 
 
 def _log_store(spec: dict[str, Any]) -> list[str]:
-    users = [u for u in _LOG_USERS if get(spec, f"{u}.enabled") is True]
+    users = [u for u in LOG_CONSUMERS if get(spec, f"{u}.enabled") is True]
     if not users:
         return []
     external = get(spec, "common.es.externalElasticsearchHost") or get(spec, "common.opensearch.externalOpensearchHost")

@@ -17,3 +17,12 @@ def test_edge_runtime_needs_both_switches() -> None:
     assert "edgeruntime.kubeedge.enabled" in warning and "not installed" in warning
     assert warnings_of({"edgeruntime": {"enabled": True, "kubeedge": {"enabled": True}}}) == []
     assert warnings_of({"edgeruntime": {"enabled": False}}) == []
+
+
+def test_log_store_warning_names_every_consumer_that_is_on() -> None:
+    no_store = {"common": {"opensearch": {"enabled": False}}}
+    (warning,) = warnings_of({**no_store, "logging": {"enabled": True}, "servicemesh": {"enabled": True}})
+    assert warning.startswith("logging, servicemesh need a log store")
+    (warning,) = warnings_of({**no_store, "events": {"enabled": True}})
+    assert warning.startswith("events needs a log store")
+    assert warnings_of({"logging": {"enabled": True}}) == []  # the default OpenSearch stores it
