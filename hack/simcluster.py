@@ -10,11 +10,17 @@ the default StorageClass bind. Usage::
     with SimCluster(Path("/tmp/x")) as cluster:        # or .start() / .stop()
         cluster.kubectl("get", "nodes")
 
-Aggregated APIs: kube-apiserver routes to a Service's endpoint IPs (``--enable-aggregator-routing``; there is no
-kube-proxy). When the process may (root with CAP_NET_ADMIN), the nodes' InternalIPs are put on the host's loopback
-and a real metrics-server listens on each of them at :4443, so the metrics-server Deployment's hostNetwork pod
-(its IP is its node's) backs APIService v1beta1.metrics.k8s.io for real. Clusters running side by side get
-their own node addresses (172.31.<block>.2-4), so each reaches its own metrics-server.
+Nothing leaves the machine, by construction: before kube-apiserver starts, the node, pod and Service ranges get
+``unreachable`` routes, and this cluster's own node addresses (172.31.<block>.2-4) and pod range
+(10.244.<4*block>.0/22, kwok's ``--cidr``) are local: the nodes' InternalIPs are on ``lo`` and the pod range is a
+``local`` route, so a pod IP is an address of this machine. Without CAP_NET_ADMIN the cluster refuses to start.
+
+Aggregated APIs and webhooks: kube-apiserver dials a Service's endpoint IPs (``--enable-aggregator-routing``; there
+is no kube-proxy). A real metrics-server listens on each node address at :4443, so the metrics-server Deployment's
+hostNetwork pod (its IP is its node's) backs APIService v1beta1.metrics.k8s.io for real. Clusters running side by
+side get their own node addresses and pod range, so each reaches only its own. ``hack/sim_webhooks.py`` listens on
+the pod IPs behind every admission and conversion webhook and answers as the pod would, with the certificate of the
+Secret it mounts (and plays the runtime certificate steps of istiod and Gatekeeper, see its docstring).
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ HACK_DIR = Path(__file__).resolve().parent
 DEFAULT_STATE_DIR = Path("/tmp/ks-sim")
 SERVICE_CIDR = "10.0.0.0/24"
 POD_CIDR = "10.244.0.0/16"
+"""Every cluster's pod range lies in it; each running cluster has its own /22 (see :func:`pod_cidr`)."""
+NODE_CIDR = "172.31.0.0/16"
+# Ranges the simulated clusters use, routed `unreachable` so that a dial to an address no cluster made local fails
+# at once on this machine instead of leaving through the default route.
+GUARDED_CIDRS = (POD_CIDR, "10.0.0.0/16", NODE_CIDR)
 STORAGE_CLASS = "local"
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # name, InternalIP, control plane? (of the first cluster; see node_set)
@@ -224,6 +235,11 @@ def _signal_and_wait(rec: dict[str, Any], sig: signal.Signals, timeout: float) -
 # ---------------------------------------------------------------------------------------- node addresses
 
 
+def pod_cidr(block: int) -> str:
+    """The pod range of the cluster with node block ``block``: 10.244.<4*block>.0/22 (1022 pod IPs)."""
+    return f"10.244.{4 * block}.0/22"
+
+
 def node_set(block: int) -> tuple[tuple[str, str, bool], ...]:
     """:data:`NODES` with their InternalIPs in 172.31.<block>.0/24."""
     return tuple((name, f"172.31.{block}.{ip.rsplit('.', 1)[1]}", cp) for name, ip, cp in NODES)
@@ -255,6 +271,49 @@ def remove_loopback(ip: str) -> None:
     _ip("addr", "del", f"{ip}/32", "dev", "lo")
 
 
+def route_of(ip: str) -> str:
+    """``ip route get <ip>`` as this process sees it: its first line, or the error it gives."""
+    proc = _ip("route", "get", ip)
+    if proc is None:
+        return "no ip command"
+    return (proc.stdout or proc.stderr).strip().splitlines()[0] if (proc.stdout or proc.stderr).strip() else ""
+
+
+def stays_on_machine(ip: str) -> bool:
+    """Whether a packet to ``ip`` stays on this machine: delivered locally or refused (unreachable, blackhole,
+    prohibit), never sent through a gateway or out of a device."""
+    route = route_of(ip)
+    return route.startswith("local ") or any(w in route for w in ("unreachable", "prohibit", "blackhole")) \
+        or "Network is unreachable" in route or "No route to host" in route
+
+
+def guard_ranges() -> None:
+    """Route each of :data:`GUARDED_CIDRS` ``unreachable`` (kept: harmless, and it protects later clusters) and
+    check that a dial into each stays on the machine; :class:`SimClusterError` saying what is missing if not."""
+    for cidr in GUARDED_CIDRS:
+        proc = _ip("route", "add", "unreachable", cidr)
+        if proc is None:
+            raise SimClusterError("the `ip` command (iproute2) is missing: the simulated cluster needs it to keep "
+                                  "its pod, Service and node ranges on this machine")
+        if proc.returncode and "File exists" not in proc.stderr:
+            raise SimClusterError(f"cannot route {cidr} unreachable ({proc.stderr.strip()}): the simulated cluster "
+                                  "needs root with CAP_NET_ADMIN to keep its ranges on this machine")
+        probe = str(next(ipaddress.ip_network(cidr).hosts()))
+        if not stays_on_machine(probe):
+            raise SimClusterError(f"{cidr} leaves this machine (`ip route get {probe}`: {route_of(probe)}); "
+                                  "remove that route or run the simulated cluster where the range is free")
+
+
+def add_local_route(cidr: str) -> bool:
+    """Make ``cidr`` local (table local, dev lo): its addresses are this machine's; whether it is there."""
+    proc = _ip("route", "add", "local", cidr, "dev", "lo", "table", "local")
+    return proc is not None and (proc.returncode == 0 or "File exists" in proc.stderr)
+
+
+def remove_local_route(cidr: str) -> None:
+    _ip("route", "del", "local", cidr, "dev", "lo", "table", "local")
+
+
 def _claim_live(claim: Path) -> bool:
     """Whether a block claim belongs to a cluster that runs or to a process still starting one."""
     try:
@@ -267,8 +326,9 @@ def _claim_live(claim: Path) -> bool:
 
 
 def claim_node_block(state_dir: Path) -> tuple[int, list[str]]:
-    """The first free block of node addresses, put on ``lo`` and claimed for ``state_dir``: (block, addresses).
-    (0, []) when addresses cannot be added (no CAP_NET_ADMIN, no ``ip``): the nodes keep 172.31.0.x, unreachable."""
+    """The first free block, claimed for ``state_dir``: its node addresses put on ``lo`` and its pod range
+    (:func:`pod_cidr`) routed local; (block, addresses). :class:`SimClusterError` when that cannot be done."""
+    guard_ranges()
     ADDRESS_DIR.mkdir(exist_ok=True)
     with (ADDRESS_DIR / "lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -283,11 +343,17 @@ def claim_node_block(state_dir: Path) -> tuple[int, list[str]]:
                 if not add_loopback(ip):
                     for done in added:
                         remove_loopback(done)
-                    return 0, []
+                    raise SimClusterError(f"cannot put {ip} on lo: the simulated cluster needs root with "
+                                          "CAP_NET_ADMIN for its node addresses")
                 added.append(ip)
+            if not add_local_route(pod_cidr(block)):
+                for done in added:
+                    remove_loopback(done)
+                raise SimClusterError(f"cannot route {pod_cidr(block)} local: the simulated cluster needs root "
+                                      "with CAP_NET_ADMIN for its pod range")
             claim.write_text(json.dumps({"state_dir": str(state_dir), "pid": os.getpid()}))
             return block, added
-    return 0, []
+    raise SimClusterError(f"all {ADDRESS_BLOCKS} address blocks are claimed by running clusters ({ADDRESS_DIR})")
 
 
 def release_node_block(block: int, addresses: list[str], state_dir: Path) -> None:
@@ -305,6 +371,7 @@ def release_node_block(block: int, addresses: list[str], state_dir: Path) -> Non
             return  # reclaimed by another cluster meanwhile
         for ip in addresses:
             remove_loopback(ip)
+        remove_local_route(pod_cidr(block))
         claim.unlink(missing_ok=True)
 
 
@@ -814,6 +881,11 @@ class SimCluster:
         return f"https://127.0.0.1:{self.ports['apiserver']}"
 
     @property
+    def pod_cidr(self) -> str:
+        """This cluster's pod range (kwok's ``--cidr``), routed local while it runs."""
+        return pod_cidr(self.node_block)
+
+    @property
     def nodes(self) -> tuple[tuple[str, str, bool], ...]:
         """(name, InternalIP, control plane?) of this cluster's Nodes."""
         return node_set(self.node_block)
@@ -898,6 +970,7 @@ class SimCluster:
             self._start_apiserver(timeout)
             self._start_metrics_servers()
             self._start_controllers()
+            self._start_webhook_responder()
             self._bootstrap(timeout)
         except BaseException:
             self.stop(remove=False)
@@ -940,7 +1013,7 @@ class SimCluster:
         self.node_block, self.addresses = claim_node_block(self.state_dir)
         (self.state_dir / "cluster.json").write_text(json.dumps(
             {"server": self.server, "ports": self.ports, "kubeconfig": str(self.kubeconfig),
-             "node_block": self.node_block, "addresses": self.addresses}, indent=2))
+             "node_block": self.node_block, "addresses": self.addresses, "pod_cidr": self.pod_cidr}, indent=2))
         write_pki(self.pki)
         self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki))
         self.kubeconfig.chmod(0o600)
@@ -955,6 +1028,16 @@ class SimCluster:
         argv0 = str(tool_path(tool))
         log = self.logs / f"{name}.log"
         popen = spawn([argv0, *args], log, env=env, cwd=self.state_dir, die_with_parent=self.die_with_parent)
+        proc = Proc(name, popen, popen.pid, argv0, log, essential)
+        self.procs.append(proc)
+        (self.state_dir / "pids.json").write_text(json.dumps(self.records(), indent=2))
+        return proc
+
+    def _spawn_script(self, name: str, script: Path, args: list[str], essential: bool = True) -> Proc:
+        """:meth:`_spawn` for a Python script of this directory, run with this interpreter."""
+        argv0 = sys.executable
+        log = self.logs / f"{name}.log"
+        popen = spawn([argv0, str(script), *args], log, cwd=self.state_dir, die_with_parent=self.die_with_parent)
         proc = Proc(name, popen, popen.pid, argv0, log, essential)
         self.procs.append(proc)
         (self.state_dir / "pids.json").write_text(json.dumps(self.records(), indent=2))
@@ -1022,10 +1105,6 @@ class SimCluster:
         hostNetwork, so its endpoint is <node IP>:4443 and the API server's discovery check reaches one of these.
         It authenticates and authorises requests through the API server with the admin kubeconfig. Kubelet
         scrapes fail on kwok nodes, so `kubectl top` has no numbers; discovery (APIService Available) works."""
-        if not self.addresses:
-            self._say("node addresses are not on the loopback (needs CAP_NET_ADMIN): no metrics-server, "
-                      "APIService v1beta1.metrics.k8s.io will not become Available")
-            return
         try:
             tool_path("metrics-server")
         except SimClusterError as exc:
@@ -1059,8 +1138,14 @@ class SimCluster:
         self._spawn("kwok", "kwok", [
             f"--kubeconfig={kc}", f"--config={self.state_dir / 'kwok.yaml'}",
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector={}={}".format(*KWOK_NODE_ANNOTATION),
-            f"--cidr={POD_CIDR}", "--node-lease-duration-seconds=40",
+            f"--cidr={self.pod_cidr}", "--node-lease-duration-seconds=40",
         ], env={**os.environ, "HOME": str(home)})
+
+    def _start_webhook_responder(self) -> None:
+        """``hack/sim_webhooks.py``: answers the admission and conversion webhooks whose endpoints are pod IPs of
+        this cluster, with the serving certificate the pod would use (log: ``<state>/logs/sim-webhooks.log``)."""
+        self._spawn_script("sim-webhooks", HACK_DIR / "sim_webhooks.py",
+                           [f"--kubeconfig={self.kubeconfig}", f"--pod-cidr={self.pod_cidr}"])
 
     def _bootstrap(self, timeout: float) -> None:
         api = Api(self.server, self.pki)

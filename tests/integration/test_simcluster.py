@@ -18,12 +18,13 @@ from simcluster import (
     KWOK_NODE_ANNOTATION,
     METRICS_SERVER_PORT,
     NODES,
-    POD_CIDR,
+    SERVICE_CIDR,
     STORAGE_CLASS,
     SimCluster,
     loopback_addresses,
     pid_alive,
     port_open,
+    stays_on_machine,
 )
 
 pytestmark = pytest.mark.cluster
@@ -84,7 +85,8 @@ def test_nodes_are_kwok_nodes_and_ready(sim_cluster: SimCluster, kube_api: clien
     assert sc.metadata.annotations["storageclass.kubernetes.io/is-default-class"] == "true"
 
 
-def test_deployment_becomes_available_on_kwok_node(kube_api: client.ApiClient, namespace: str) -> None:
+def test_deployment_becomes_available_on_kwok_node(sim_cluster: SimCluster, kube_api: client.ApiClient,
+                                                   namespace: str) -> None:
     labels = {"app": "web"}
     apps, core = client.AppsV1Api(kube_api), client.CoreV1Api(kube_api)
     apps.create_namespaced_deployment(namespace, client.V1Deployment(
@@ -106,7 +108,7 @@ def test_deployment_becomes_available_on_kwok_node(kube_api: client.ApiClient, n
     for pod in pods:
         assert pod.spec.node_name in kwok_nodes
         assert pod.status.phase == "Running"
-        assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(POD_CIDR)
+        assert ipaddress.ip_address(pod.status.pod_ip) in ipaddress.ip_network(sim_cluster.pod_cidr)
         assert pod.status.container_statuses[0].ready
 
 
@@ -165,20 +167,61 @@ def test_second_cluster_stops_without_leftovers(sim_cluster: SimCluster, tmp_pat
         records, ports = second.records(), dict(second.ports)
         names = {r["name"] for r in records}
         assert names - {r["name"] for r in metrics_servers(second)} == {
-            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+            "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "sim-webhooks"}
         assert all(pid_alive(r["pid"], r["argv0"]) for r in records)
         assert port_open(ports["apiserver"])
         addresses = list(second.addresses)
-        if addresses:  # node addresses on the loopback: its own block, a metrics-server listening on each
-            assert addresses == [ip for _, ip, _ in second.nodes]
-            assert set(addresses) <= loopback_addresses()
-            assert not set(addresses) & set(sim_cluster.addresses), "two clusters share node addresses"
-            assert len(metrics_servers(second)) == len(second.nodes)
-            for ip in addresses:
-                eventually(lambda ip=ip: port_open(METRICS_SERVER_PORT, ip), 30, f"metrics-server on {ip}")
+        # node addresses on the loopback: its own block, a metrics-server listening on each; its own pod range
+        assert addresses == [ip for _, ip, _ in second.nodes]
+        assert set(addresses) <= loopback_addresses()
+        assert not set(addresses) & set(sim_cluster.addresses), "two clusters share node addresses"
+        assert second.pod_cidr != sim_cluster.pod_cidr
+        pod_ip = _nth_host(second.pod_cidr, 5)
+        assert _apiserver_route(second, pod_ip).startswith("local "), "the pod range is not local while it runs"
+        assert len(metrics_servers(second)) == len(second.nodes)
+        for ip in addresses:
+            eventually(lambda ip=ip: port_open(METRICS_SERVER_PORT, ip), 30, f"metrics-server on {ip}")
     _assert_gone(records, ports)
     assert not set(addresses) & loopback_addresses(), "node addresses left on the loopback"
+    assert not _route(pod_ip).startswith("local "), "the pod range stayed local after the cluster stopped"
+    assert stays_on_machine(pod_ip), "after the cluster stopped its pod range leaves the machine"
     assert not second.state_dir.exists()
+
+
+def _nth_host(cidr: str, n: int) -> str:
+    return str(ipaddress.ip_network(cidr)[n])
+
+
+def _route(ip: str) -> str:
+    proc = subprocess.run(["ip", "route", "get", ip], capture_output=True, text=True, timeout=10, check=False)
+    return (proc.stdout + proc.stderr).strip()
+
+
+def _apiserver_route(cluster: SimCluster, ip: str) -> str:
+    """``ip route get`` of ``ip`` in kube-apiserver's network namespace (what its dials use)."""
+    pid = next(r["pid"] for r in cluster.records() if r["name"] == "kube-apiserver")
+    proc = subprocess.run(["nsenter", "-t", str(pid), "-n", "ip", "route", "get", ip], capture_output=True,
+                          text=True, timeout=10, check=False)
+    return (proc.stdout + proc.stderr).strip()
+
+
+def test_pod_service_and_node_addresses_never_leave_the_machine(sim_cluster: SimCluster,
+                                                               kube_api: client.ApiClient) -> None:
+    """Seen from kube-apiserver's process: this cluster's pod IPs and node IPs are local, and its Service IPs,
+    other clusters' pod ranges and unclaimed node addresses are refused on the machine; none goes via a gateway."""
+    pod_ips = [_nth_host(sim_cluster.pod_cidr, 2), _nth_host(sim_cluster.pod_cidr, 1000)]
+    node_ips = [ip for _, ip, _ in sim_cluster.nodes]
+    for ip in pod_ips + node_ips:
+        route = _apiserver_route(sim_cluster, ip)
+        assert route.startswith("local "), f"{ip}: {route}"
+    service_ips = [_nth_host(SERVICE_CIDR, 1), _nth_host(SERVICE_CIDR, 200),
+                   *(str(s.spec.cluster_ip) for s in client.CoreV1Api(kube_api).list_service_for_all_namespaces().items
+                     if s.spec.cluster_ip not in (None, "None"))]
+    elsewhere = ["10.244.255.7", "172.31.250.9", "10.0.77.1"]
+    for ip in service_ips + elsewhere:
+        route = _apiserver_route(sim_cluster, ip)
+        assert " via " not in route and " dev eth" not in route, f"{ip} leaves the machine: {route}"
+        assert stays_on_machine(ip), f"{ip}: {route}"
 
 
 def test_cli_up_and_down_from_other_processes(tmp_path: Path) -> None:
