@@ -4,9 +4,9 @@
     up      start the simulated cluster, `kubectl apply` the installer manifest (with --helm: install its Helm
             chart), run shell-operator with this repo's hooks under the installer's ServiceAccount (as the
             pod does), create the default
-            cluster-configuration unless a cc exists (your edits are kept), wait until the reconcile of the
-            cc's current spec is Ready (or print what failed, from its status, and exit 1), print the welcome
-            box and the cc
+            cluster-configuration unless a cc exists (your edits are kept), wait until a reconcile of the
+            running shell-operator has finished on the cc's current spec and is Ready (or print what failed,
+            from its status, and exit 1), print the welcome box and the cc
     down    stop shell-operator and the cluster, remove the state dir
     status  what runs, and where the logs are
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import datetime as dt
 import json
 import os
 import shutil
@@ -34,6 +35,8 @@ from simcluster import SimCluster, SimClusterError, kill_tree, pid_alive, proces
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICE_ACCOUNT = ("kubesphere-system", "ks-installer")
+LEASE = "ks-installer"
+"""The Lease in kubesphere-system that every full reconcile holds (installer.settings.LEASE_NAME)."""
 DEMO_ENTRIES = {"cluster", "kubesphere", "shell-operator", "shell-operator.pid", "installer.kubeconfig"}
 
 
@@ -54,6 +57,12 @@ def operator_pid(root: Path) -> int | None:
     return pid if pid_alive(pid, str(tool_path("shell-operator"))) else None
 
 
+def operator_started(root: Path) -> float:
+    """When the demo's shell-operator was started (epoch seconds; 0 if the pid file does not say)."""
+    pid_file = root / "shell-operator.pid"
+    return float(json.loads(pid_file.read_text()).get("started") or 0) if pid_file.exists() else 0.0
+
+
 def start_cluster(root: Path) -> SimCluster:
     cluster_dir = root / "cluster"
     cluster = SimCluster(cluster_dir)
@@ -65,23 +74,26 @@ def start_cluster(root: Path) -> SimCluster:
     return cluster
 
 
-def start_operator(cluster: SimCluster, root: Path) -> int:
+def start_operator(cluster: SimCluster, root: Path) -> float:
+    """Start shell-operator unless it runs; return when the running one was started (epoch seconds)."""
     pid = operator_pid(root)
     if pid is not None:
         say(f"reusing shell-operator (pid {pid})")
-        return pid
+        return operator_started(root)
     kubeconfig = cluster.service_account_kubeconfig(*SERVICE_ACCOUNT, root / "installer.kubeconfig")
     operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=root / "shell-operator",
                              env={"KS_BASE_DIR": str(root / "kubesphere")},  # the image's /kubesphere
                              path_prepend=[cluster.bin_dir], die_with_parent=False)
     mark = operator.mark()  # a restarted operator appends to the same log: read only what it writes
+    started = time.time()  # before it starts: each of its reconciles takes the Lease after this
     operator.start()
     atexit.unregister(operator.stop)
     assert operator.popen is not None
-    (root / "shell-operator.pid").write_text(json.dumps({"pid": operator.popen.pid, "log": str(operator.log_path)}))
+    (root / "shell-operator.pid").write_text(json.dumps({"pid": operator.popen.pid, "log": str(operator.log_path),
+                                                         "started": started}))
     operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60, since=mark)
     say(f"shell-operator runs (pid {operator.popen.pid}), log: {operator.log_path}")
-    return operator.popen.pid
+    return started
 
 
 def up(root: Path, timeout: int, helm: bool = False) -> int:
@@ -96,14 +108,14 @@ def up(root: Path, timeout: int, helm: bool = False) -> int:
         say("kubectl apply -f deploy/kubesphere-installer.yaml")
         cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-    start_operator(cluster, root)
+    started = start_operator(cluster, root)
     if cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", check=False).returncode == 0:
         say("keeping the existing cc/ks-installer (and your edits to it)")
     else:
         say("kubectl create -f deploy/cluster-configuration.yaml")
         cluster.kubectl("create", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
     say(f"waiting for the reconcile of the current spec (up to {timeout}s) ...")
-    status = wait_reconciled(cluster, timeout)
+    status = wait_reconciled(cluster, timeout, started)
     if not _condition(status, "Ready"):
         say("not Ready: " + "; ".join(problems(status)))
         print(cluster.kubectl("get", "cc", "-n", "kubesphere-system").stdout)
@@ -120,18 +132,31 @@ def _condition(status: dict[str, Any], kind: str) -> bool:
     return any(c["type"] == kind and c["status"] == "True" for c in status.get("conditions") or [])
 
 
-def wait_reconciled(cluster: SimCluster, timeout: float) -> dict[str, Any]:
-    """The cc's status once a finished reconcile has observed its current spec (Ready or not)."""
+def reconciled_since(cluster: SimCluster, started: float) -> bool:
+    """Whether a reconcile that started after ``started`` (epoch seconds) has finished: the Lease every full
+    reconcile holds was acquired after it (its acquireTime is the reconcile's start) and has been released."""
+    got = cluster.kubectl("get", "lease", LEASE, "-n", "kubesphere-system", "-o", "json", check=False)
+    spec = (json.loads(got.stdout).get("spec") or {}) if got.returncode == 0 else {}
+    if spec.get("holderIdentity") or not spec.get("acquireTime"):
+        return False
+    return dt.datetime.fromisoformat(spec["acquireTime"]).timestamp() >= started
+
+
+def wait_reconciled(cluster: SimCluster, timeout: float, started: float) -> dict[str, Any]:
+    """The cc's status once a finished reconcile has observed its current spec (Ready or not), written by the
+    shell-operator started at ``started`` (epoch seconds): a status left by an earlier operator does not count,
+    except Ready, which a restarted operator settles without writing anything when the spec is unchanged."""
     deadline = time.monotonic() + timeout
     while True:
+        fresh = reconciled_since(cluster, started)  # before the cc: its status is then at least that new
         got = cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", "-o", "json", check=False)
         cc = json.loads(got.stdout) if got.returncode == 0 else {"metadata": {}}
         status = cc.get("status") or {}
         reported = any(c["type"] == "Ready" for c in status.get("conditions") or [])
         done = reported and status.get("observedGeneration") == cc["metadata"].get("generation") \
-            and not _condition(status, "Reconciling")
-        if done or time.monotonic() > deadline:
-            return status if done else {**status, "conditions": [
+            and not _condition(status, "Reconciling") and (fresh or _condition(status, "Ready"))
+        if done or time.monotonic() > deadline:  # a status that does not count names no failures
+            return status if done else {**(status if fresh else {}), "conditions": [
                 {"type": "Ready", "status": "False", "message": f"no finished reconcile after {int(timeout)}s"}]}
         time.sleep(2)
 

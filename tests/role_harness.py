@@ -15,14 +15,32 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 ROLES = REPO / "roles"
+ACTION_PLUGINS = Path(__file__).resolve().parent / "ansible_capture" / "action_plugins"
+COPY = ("ansible.builtin.copy", "ansible.legacy.copy", "copy")
+
+
+def in_process(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``tasks`` with each ``copy`` of ``content`` to ``dest`` done by the harness's ``harness_write`` action
+    (same file, written in Ansible's own process: no module process per file), blocks included."""
+    out = []
+    for task in tasks:
+        task = {k: in_process(v) if k in ("block", "rescue", "always") else v for k, v in task.items()}
+        action = next((k for k in COPY if k in task), None)
+        if action and set(task[action]) <= {"content", "dest"}:
+            task = {("harness_write" if k == action else k): v for k, v in task.items()}
+        out.append(task)
+    return out
 
 
 def run_play(play: dict[str, Any], out: Path) -> None:
-    """Run ``play`` on localhost with the project's roles (files it writes go to ``out``); fail on error."""
+    """Run ``play`` on localhost with the project's roles (files it writes go to ``out``); fail on error.
+    Its ``copy`` tasks that write ``content`` run in-process (see ``in_process``)."""
+    play = {**play, **{k: in_process(play[k]) for k in ("pre_tasks", "tasks", "post_tasks") if k in play}}
     playbook = out / "render.yaml"
     playbook.write_text(yaml.safe_dump([play]))
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROLES), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp")}
+           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp"),
+           "ANSIBLE_ACTION_PLUGINS": str(ACTION_PLUGINS)}
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
                           env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -54,8 +72,7 @@ def render_scenarios(role: str, fact: str, scenarios: dict[str, dict[str, Any]],
     tasks = []
     for name, variables in scenarios.items():
         tasks += [{"ansible.builtin.include_role": {"name": role, "tasks_from": "render"}, "vars": variables},
-                  {"ansible.builtin.copy": {"content": f"{{{{ {fact} | to_json }}}}",
-                                            "dest": str(out / f"{name}.json")}}]
+                  {"harness_write": {"content": f"{{{{ {fact} | to_json }}}}", "dest": str(out / f"{name}.json")}}]
     run_play({"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
               "vars": play_vars}, out)
     return {name: json.loads((out / f"{name}.json").read_text()) for name in scenarios}

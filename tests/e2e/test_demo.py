@@ -1,4 +1,5 @@
-"""The README's demo command: up reaches Ready and prints the welcome box; down leaves nothing running."""
+"""The README's demo command: up reaches Ready and prints the welcome box, and reports what the running
+shell-operator's reconcile found (not a status an earlier one left); down leaves nothing running."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from simcluster import pid_alive, tool_path
+from simcluster import kill_tree, pid_alive, process_tree, tool_path
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -52,6 +53,45 @@ def test_demo_up_then_down(tmp_path: Path) -> None:
         spec = subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o", "jsonpath={.spec.persistence}"],
                               check=True, capture_output=True, text=True).stdout
         assert "fast-ssd" in spec  # not reverted to the default file
+    finally:
+        down = demo("down", state)
+    assert down.returncode == 0, down.stderr
+    assert not state.exists()
+    assert not [p for p in pids if pid_alive(p)]
+
+
+def test_demo_up_waits_for_the_restarted_operator(tmp_path: Path) -> None:
+    """A module Failed in the status a stopped shell-operator left (at the cc's current generation) does not end
+    `up` at once: it waits for the new operator's reconcile and reports that one (here: Ready again)."""
+    state = tmp_path / "demo"
+    pids: list[int] = []
+    try:
+        first = demo("up", state)
+        assert first.returncode == 0, first.stderr[-3000:]
+        pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
+        pids += [r["pid"] for r in json.loads((state / "cluster" / "pids.json").read_text())]
+        kill_tree(process_tree(pids[0]))  # the operator only: the cluster, the cc and its status stay
+
+        kubectl = [str(tool_path("kubectl")), f"--kubeconfig={state / 'cluster' / 'kubeconfig'}",
+                   "-n", "kubesphere-system"]
+        cc = json.loads(subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o", "json"], check=True,
+                                       capture_output=True, text=True).stdout)
+        failed = {"status": "False", "reason": "ModulesFailed", "message": "failed: ks-core"}
+        stale = {"conditions": [{**c, **failed} if c["type"] == "Ready" else c for c in cc["status"]["conditions"]],
+                 "modules": {"ks-core": {"phase": "Failed", "failedTask": "Stale task", "message": "an old failure"}}}
+        subprocess.run([*kubectl, "patch", "cc", "ks-installer", "--subresource=status", "--type=merge", "-p",
+                        json.dumps({"status": stale})], check=True, capture_output=True)
+
+        again = demo("up", state)
+        assert "Stale task" not in again.stderr, again.stderr[-3000:]
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "reusing shell-operator" not in again.stderr and "shell-operator runs" in again.stderr
+        assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", again.stdout), again.stdout
+        pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
+        phase = subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o",
+                                "jsonpath={.status.modules.ks-core.phase}"], check=True, capture_output=True,
+                               text=True).stdout
+        assert phase == "Installed"
     finally:
         down = demo("down", state)
     assert down.returncode == 0, down.stderr

@@ -16,9 +16,11 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -88,34 +90,39 @@ WORLD: dict[str, list[dict[str, Any]]] = {
                                   "status": {"conditions": [{"type": "Established", "status": "True"}]}}],
 }
 
-RECORDER = '''#!/usr/bin/python
-"""Records its arguments instead of touching a cluster."""
-import json, os
-from ansible.module_utils import basic
+#: The action plugin each recorded name runs instead of the installer's module: in Ansible's own process, it
+#: appends the call (name and arguments) to ``$KS_CAPTURE_DIR/<host>.jsonl`` and answers as the cluster of WORLD.
+RECORDER = '''"""Records its arguments instead of touching a cluster."""
+import json
+import os
+
+from ansible.plugins.action import ActionBase
 
 NAME = %r
 WORLD = json.loads(%r)
 
 
-def main():
-    params = {k: v for k, v in basic._load_params().items() if not k.startswith("_ansible")}
-    am = basic.AnsibleModule(argument_spec={k: {"type": "raw"} for k in params})
-    with open(os.environ["KS_CAPTURE_FILE"], "a") as out:
-        out.write(json.dumps({"module": NAME, "args": params}, sort_keys=True, default=str) + "\\n")
-    result = {"changed": False}
-    if NAME == "ks_info":
-        name, namespace = params.get("name"), params.get("namespace")
-        result["resources"] = [o for o in WORLD.get(params.get("kind"), [])
-                               if (not name or o["metadata"]["name"] == name)
-                               and (not namespace or o["metadata"].get("namespace") == namespace)]
-    elif NAME == "ks_webhook_cert":
-        result.update(reason="kept", ca_bundle="Q0E=")
-    elif NAME in ("ks_rollout",):
-        result.update(rolled=[], missing=[])
-    am.exit_json(**result)
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
 
-
-main()
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        params = dict(self._task.args)
+        capture = os.path.join(os.environ["KS_CAPTURE_DIR"], task_vars["inventory_hostname"] + ".jsonl")
+        with open(capture, "a") as out:
+            out.write(json.dumps({"module": NAME, "args": params}, sort_keys=True, default=str) + "\\n")
+        result["changed"] = False
+        if NAME == "ks_info":
+            name, namespace = params.get("name"), params.get("namespace")
+            result["resources"] = [o for o in WORLD.get(params.get("kind"), [])
+                                   if (not name or o["metadata"]["name"] == name)
+                                   and (not namespace or o["metadata"].get("namespace") == namespace)]
+        elif NAME == "ks_webhook_cert":
+            result.update(reason="kept", ca_bundle="Q0E=")
+        elif NAME in ("ks_rollout",):
+            result.update(rolled=[], missing=[])
+        return result
 '''
 
 
@@ -242,17 +249,19 @@ def _set(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 
 @cache
-def _library(root: Path) -> Path:
-    library = root / "library"
-    library.mkdir(parents=True)
+def _action_plugins(root: Path) -> Path:
+    """The recorders, written once under ``root``."""
+    plugins = root / "action_plugins"
+    plugins.mkdir(parents=True)
     for name in RECORDED:
-        (library / f"{name}.py").write_text(RECORDER % (name, json.dumps(WORLD)))
-    return library
+        (plugins / f"{name}.py").write_text(RECORDER % (name, json.dumps(WORLD)))
+    return plugins
 
 
 def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:
-    """Each variant's recorded module calls (or the task that failed)."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Each variant's recorded module calls (or the task that failed); ``out`` is a new directory whose parent
+    holds the recorders."""
+    out.mkdir(parents=True)
     hosts = {f"v{i}": {**spec, **FACTS, "ks_module": module.name, "ks_action": "install",
                        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
              for i, spec in enumerate(specs.values())}
@@ -262,14 +271,12 @@ def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) ->
     record_failure = {"ks_failed": {"task": "{{ ansible_failed_task.name }}",
                                     "msg": "{{ ansible_failed_result.msg | default('') }}"}}
     playbook = [{"hosts": "all", "gather_facts": False,
-                 "environment": {"KS_CAPTURE_FILE": str(out / "{{ inventory_hostname }}.jsonl")},
                  "tasks": [{"block": [{"ansible.builtin.import_role": {"name": r}} for r in roles]
                             + play.get("tasks", []), "rescue": [record_failure]}]}]
     (out / "playbook.yaml").write_text(yaml.safe_dump(playbook))
-    _library(out)
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp"), "ANSIBLE_FORKS": "6",
-           "ANSIBLE_LIBRARY": str(out / "library")}
+           "ANSIBLE_ACTION_PLUGINS": str(_action_plugins(out.parent)), "KS_CAPTURE_DIR": str(out)}
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(out / "inventory.json"),
                            str(out / "playbook.yaml")], env=env, capture_output=True, text=True, timeout=600,
                           check=False)
@@ -281,26 +288,34 @@ def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) ->
     return results
 
 
+@pytest.fixture(scope="module")
+def runs() -> Iterator[Path]:
+    """The directory of this file's playbook runs (recorders, inventories, captures), removed at the end."""
+    root = Path(tempfile.mkdtemp(prefix="ks-declared-inputs-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @cache
-def all_on_runs(module: Module) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+def all_on_runs(module: Module, root: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     """The module's playbook over the all-on spec and one variant per input: the variants and what each
     recorded."""
     specs = variants(module, copy.deepcopy(all_on()), module.all_inputs)
-    return specs, run_variants(module, specs, Path(tempfile.mkdtemp(prefix=f"inputs-{module.name}-")))
+    return specs, run_variants(module, specs, root / module.name)
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
-def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, tmp_path: Path) -> None:
-    results = dict(all_on_runs(module)[1])
+def test_declared_inputs_are_exactly_what_the_module_reads(module: Module, runs: Path) -> None:
+    results = dict(all_on_runs(module, runs)[1])
     base = results.pop("base")
-    assert base, f"{module.name}: the playbook recorded nothing"
+    assert base, f"{module.name}: the playbook recorded nothing (did another ks_* action shadow the recorders?)"
     assert not any(c["module"] == "ks_failed" for c in base), base
     undeclared = results.pop("undeclared")
     assert undeclared == base, f"{module.name} reads spec paths it does not declare: {_diff(base, undeclared)}"
     unread = tuple(name.removeprefix("input ") for name, calls in results.items() if calls == base)
     if unread:  # a read may hide behind another module's switch (ldap when devops is on): try with this one alone
         again = run_variants(module, variants(module, only_this_on(module), unread, undeclared=False),
-                             tmp_path / "alone")
+                             runs / f"{module.name}-alone")
         base = again.pop("base")
         unread = tuple(name.removeprefix("input ") for name, calls in again.items() if calls == base)
     assert not unread, f"{module.name} declares inputs it never reads: {list(unread)}"
@@ -318,8 +333,8 @@ def images_named(spec: dict[str, Any], calls: list[Any]) -> set[str]:
 
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
-def test_declared_images_are_exactly_the_images_the_module_deploys(module: Module) -> None:
-    specs, results = all_on_runs(module)
+def test_declared_images_are_exactly_the_images_the_module_deploys(module: Module, runs: Path) -> None:
+    specs, results = all_on_runs(module, runs)
     for name, calls in results.items():
         if any(c["module"] == "ks_failed" for c in calls):
             continue  # a check refused the variant before anything was deployed
