@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Everything the tests need, from a fresh machine: system packages, the simulated cluster's binaries
-# (built once, cached), the Python environment, then lint and the whole test suite.
-# The session-scoped pytest fixture starts the simulated cluster and stops it afterwards.
+# Everything the tests need, from a fresh machine: system packages, the Python environment, lint, the simulated
+# cluster's binaries (built once, cached) and the test suite. The session-scoped pytest fixture starts a simulated
+# cluster per worker and stops it afterwards.
+#
+#   hack/test.sh                 the whole suite: the tests that need no cluster run while the binaries build,
+#                                then the cluster tests; prints the build's and each phase's time
+#   hack/test.sh ARGS...         pytest ARGS (after the build), e.g. hack/test.sh tests/unit -q
+#
+# Every run prints the 15 slowest tests; a test over KS_TEST_CEILING seconds fails unless it is marked slow with a
+# reason (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/env.sh
+start=$SECONDS
 ensure_system_packages
-ensure_tools
 ensure_venv
 .venv/bin/ruff check .
+pytest=(.venv/bin/pytest --durations=15)
+
 # Two pytest workers, each with its own simulated cluster (a test file stays on one worker): the cluster tests
 # spend much of their time waiting on the API, so the two cores overlap them. Not with a shared cluster
 # (KS_SIM_KUBECONFIG) nor when the caller chose (-n / -p no:xdist).
@@ -16,4 +25,36 @@ workers=()
 if [ -z "${KS_SIM_KUBECONFIG:-}" ] && [[ " $* " != *" -n "* && " $* " != *"xdist"* ]]; then
   workers=(-n "${KS_TEST_WORKERS:-2}" --dist loadfile)
 fi
-exec .venv/bin/pytest "${workers[@]}" "$@"
+
+if [ $# -gt 0 ]; then
+  ensure_tools
+  exec "${pytest[@]}" "${workers[@]}" "$@"
+fi
+
+# The whole suite. The binaries build in the background while the tests that need no cluster run (a cached build
+# returns at once; a cold one shares the two cores with them).
+build_log=$(mktemp -t ks-build-tools.XXXXXX)
+build_start=$SECONDS
+bash hack/build-tools.sh >"$build_log" 2>&1 &
+build_pid=$!
+unit_rc=0
+"${pytest[@]}" "${workers[@]}" -m "not cluster" -q -rs || unit_rc=$?
+unit_time=$((SECONDS - build_start))
+build_rc=0
+wait "$build_pid" || build_rc=$?
+build_time=$((SECONDS - build_start))
+if [ "$build_rc" -ne 0 ]; then
+  cat "$build_log" >&2
+  echo "[test] building the simulated cluster's binaries failed ($build_rc)" >&2
+  exit "$build_rc"
+fi
+echo "[test] binaries ready after ${build_time}s (built beside the tests that need no cluster: ${unit_time}s)" >&2
+cluster_start=$SECONDS
+cluster_rc=0
+"${pytest[@]}" "${workers[@]}" -m cluster -q -rs || cluster_rc=$?
+echo "[test] cluster tests $((SECONDS - cluster_start))s; total $((SECONDS - start))s" >&2
+if [ "$unit_rc" -ne 0 ]; then
+  echo "[test] the tests that need no cluster failed (exit $unit_rc; see above)" >&2
+  exit "$unit_rc"
+fi
+exit "$cluster_rc"

@@ -33,7 +33,7 @@ from installer.kube import ClusterConfigurations, api_client
 from installer.lease import LeaseHeld
 from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
-from installer.reconcile import Reconciler
+from installer.reconcile import Reconciler, check_drift
 from installer.settings import Settings
 from installer.state import StateStore
 
@@ -185,6 +185,9 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--all", action="store_true", help="re-run every enabled module")
     rec = sub.add_parser("reconcile", help="reconcile the cluster in $KUBECONFIG once")
     rec.add_argument("--all", action="store_true", help="re-run every enabled module")
+    rec.add_argument("--check-drift", action="store_true",
+                     help="first compare each installed module's objects with the cluster and re-apply the modules "
+                          "whose objects are missing or were changed by someone else (as the retry annotation does)")
     state = sub.add_parser("state", help="inspect or repair the installer's stored state")
     state.add_argument("action", choices=("show", "reset"))
     state.add_argument("--module", help="only this module's entry")
@@ -264,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("error: not every module was removed (see the log and status.modules); the state and the cc "
                       "are kept: run the command again to continue", file=sys.stderr)
             return 0 if result.ok else 1
-        result = reconciler.run(force=args.all)
+        drift = check_drift(reconciler.api) if args.check_drift else None
+        result = reconciler.run(force=args.all, drift=drift)
         return 0 if result.ok else 1
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -12,6 +12,7 @@ import copy
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -394,9 +395,15 @@ def _why(live: Any) -> str:
     return f" ({found.get('reason') or ''}: {found.get('message') or ''})"
 
 
-def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600) -> None:
+class WaitStopped(RuntimeError):
+    """A wait given up because the caller is stopping."""
+
+
+def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600,
+               stop: threading.Event | None = None) -> None:
     """Poll the objects among ``objects`` of :data:`WAITED_KINDS` until each is :func:`ready`; TimeoutError
-    names the rest (with the API's reason where it gives one), JobFailed a Job that failed."""
+    names the rest (with the API's reason where it gives one), JobFailed a Job that failed, WaitStopped that
+    ``stop`` was set."""
     deadline = time.monotonic() + timeout
     pending = [o for o in objects if o["kind"] in WAITED_KINDS]
     while pending:
@@ -411,7 +418,10 @@ def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600) -> 
         if time.monotonic() > deadline:
             raise TimeoutError(f"not ready after {int(timeout)}s: "
                                + ", ".join(ident(o) + _why(live[ident(o)]) for o in pending))
-        time.sleep(2)
+        if stop is None:
+            time.sleep(2)
+        elif stop.wait(2):
+            raise WaitStopped("stopped while waiting for " + ", ".join(ident(o) for o in pending))
 
 
 def _live(dyn: DynamicClient, obj: Obj) -> Any:

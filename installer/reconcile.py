@@ -22,6 +22,7 @@ from installer.fingerprint import DigestCache
 from installer.hook_metrics import HookMetrics
 from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
+from installer.manifests import WaitStopped
 from installer.member_clusters import role_change_errors
 from installer.modules import MODULES, dependencies, get_module, switch_paths
 from installer.plan import Action, Intent, Plan, Record, Step, applied_spec, build_plan
@@ -375,7 +376,11 @@ class Reconciler(Events):
             # The box (it carries the initial password) is logged when the console first comes up and after a
             # version change; every later run only refreshes the file KubeKey reads.
             first = (self.status.current.get("core") or {}).get("version") != KS_VERSION
-            welcome(self.api, self.settings.running_file, self.settings.console_timeout, announce=first)
+            welcome(self.api, self.settings.running_file, self.settings.console_timeout, announce=first,
+                    stop=self.cancel)
+        except WaitStopped:
+            log.info("Stopped waiting for the console: the installer is stopping; the next start waits again")
+            return
         except (ConsoleNotReady, ApiException) as exc:
             log.error("Failed to show the console: %s", exc)
             self.status.condition("ConsoleReady", False, "NotAvailable", str(exc), self.generation)

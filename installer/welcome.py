@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -29,9 +30,10 @@ class ConsoleNotReady(RuntimeError):
     pass
 
 
-def wait_for_console(api: client.ApiClient, timeout: float) -> None:
+def wait_for_console(api: client.ApiClient, timeout: float, stop: threading.Event | None = None) -> None:
+    """Wait for ks-apiserver and ks-console; ConsoleNotReady after ``timeout``, WaitStopped once ``stop`` is set."""
     try:
-        wait_ready(DynamicClient(api), [deployment_ref(n, NAMESPACE) for n in CONSOLE_DEPLOYMENTS], timeout)
+        wait_ready(DynamicClient(api), [deployment_ref(n, NAMESPACE) for n in CONSOLE_DEPLOYMENTS], timeout, stop)
     except TimeoutError as exc:
         raise ConsoleNotReady(str(exc)) from exc
 
@@ -83,9 +85,11 @@ def render(address: str, password: str, now: str) -> str:
     ])
 
 
-def welcome(api: client.ApiClient, running_file: Path, timeout: float, announce: bool = True) -> str:
-    """Wait for the console, write ``kubesphere_running`` and (when ``announce``) log the box; return the text."""
-    wait_for_console(api, timeout)
+def welcome(api: client.ApiClient, running_file: Path, timeout: float, announce: bool = True,
+            stop: threading.Event | None = None) -> str:
+    """Wait for the console, write ``kubesphere_running`` and (when ``announce``) log the box; return the text.
+    WaitStopped when ``stop`` is set meanwhile."""
+    wait_for_console(api, timeout, stop)
     text = render(console_address(api), password_line(api), time.strftime("%Y-%m-%d %H:%M:%S"))
     running_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = running_file.with_suffix(".tmp")

@@ -22,16 +22,21 @@ from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.config import apply_defaults
 from installer.kube import ClusterConfigurations
+from installer.modules import MODULES
 from installer.settings import (
     CC_GROUP,
     CC_NAME,
     CC_PLURAL,
     CC_VERSION,
+    LEASE_NAME,
     MODULE_LABEL,
     NAMESPACE,
     STATE_SECRET,
 )
+from installer.state import StateStore
+from installer.state_codec import SPEC_KEY
 
 
 @dataclass
@@ -186,6 +191,53 @@ def installer_crd(sim_cluster: Any) -> None:
 
 @pytest.fixture
 def installer(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None, tmp_path: Path) -> Iterator[Installer]:
+    """The engine with no record of anything installed and no cc: the test's first reconcile is a first install."""
     _reset(kube_api)
     yield Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "results")
     _reset(kube_api)
+
+
+#: The modules the default cc installs.
+PLATFORM = frozenset(m.name for m in MODULES if m.enabled(apply_defaults(copy.deepcopy(DEFAULT_CC["spec"]))))
+
+
+def _platform_ready(setup: Installer) -> bool:
+    """Converge the cluster back to the default cc with the installer's own reconcile: the platform modules an
+    earlier test changed re-run, and a drift check re-applies what it deleted. Other modules an earlier test left
+    are forgotten, not uninstalled (as the ``installer`` fixture forgets everything): each module test cleans
+    up what its module leaves."""
+    with contextlib.suppress(ApiException):
+        client.CoordinationV1Api(setup.api).delete_namespaced_lease(LEASE_NAME, NAMESPACE)
+    try:
+        cc = setup.cc()
+        client.CoreV1Api(setup.api).read_namespaced_secret(STATE_SECRET, NAMESPACE)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return False
+    store = StateStore(setup.api)
+    for key in store.raw():
+        if key not in PLATFORM and key != SPEC_KEY:
+            store.forget(key)
+    annotations = cc["metadata"].get("annotations") or {}
+    cc["metadata"]["annotations"] = {k: v for k, v in annotations.items() if not k.startswith(CC_GROUP)}
+    cc["spec"] = copy.deepcopy(DEFAULT_CC["spec"])
+    setup.custom.replace_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME, cc)
+    if setup.reconcile("--check-drift", check=False).returncode != 0:
+        return False
+    ready = next((c for c in setup.status().get("conditions", []) if c["type"] == "Ready"), {})
+    return ready.get("status") == "True"
+
+
+@pytest.fixture
+def platform(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None, tmp_path: Path) -> Iterator[Installer]:
+    """The engine over the default platform, installed and recorded, as a user has it after applying the default
+    cc: the test's first reconcile runs only what the test changes. Each cluster installs the platform once;
+    later tests get back to it through the installer's own reconcile (seconds), or a fresh install when that
+    fails (an earlier test left the state unreadable or forgot it)."""
+    setup = Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "platform-setup")
+    if not _platform_ready(setup):
+        _reset(kube_api)
+        setup.apply_cc()
+        setup.reconcile_ok()
+    yield Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "results")

@@ -34,6 +34,12 @@ WORKLOAD_RULE = {"alert": "test-web-memory", "expr": "namespace:workload_memory_
                                  '"thresholds":"2","unit":"Mi"}]'}}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def prometheus_rule(name: str, namespace: str, labels: dict[str, str], *rules: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},

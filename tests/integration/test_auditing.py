@@ -35,6 +35,12 @@ CUSTOM = {(GROUP, VERSION, "webhooks", None, "kube-auditing-webhook"),
 STORE = {"enabled": True, "externalOpensearchHost": "search.example.com"}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _spec(enabled: bool = True, **auditing: Any) -> dict[str, Any]:
     return {"auditing": {"enabled": enabled, **auditing}, "common__opensearch": STORE}
 

@@ -38,6 +38,12 @@ MONITOR_CRDS = {"servicemonitors": "ServiceMonitor", "prometheusrules": "Prometh
 KEPT_SECRETS = {f"Secret/{NS}/devops-jenkins", f"Secret/{NS}/s2i-webhook-server-cert"}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _playbooks(tmp_path: Path) -> Path:
     playbooks = tmp_path / "playbooks"
     shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)

@@ -19,6 +19,12 @@ pytestmark = pytest.mark.cluster
 NS = "kubeedge"
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def edge(enabled: bool = True, **cloud_core: object) -> dict[str, object]:
     return {"enabled": enabled, "kubeedge": {"enabled": enabled, "cloudCore": cloud_core}}
 

@@ -50,6 +50,12 @@ PIPELINE = {(LOGGING_GROUP, LOGGING_VERSION, "fluentbits", "fluent-bit"),
 LOG_USERS = ("auditing", "events", "logging")
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _spec(enabled: bool = True, **events: Any) -> dict[str, Any]:
     return {"events": {"enabled": enabled, **events}, "auditing": {"enabled": True}, "logging": {"enabled": True},
             "common__opensearch": STORE}

@@ -38,6 +38,12 @@ LOGGING_OFF = {"logging": {"enabled": False}, "common__opensearch": {"enabled": 
 OTHER_INPUT = "tail-from-another-module"
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _clean(api: client.ApiClient) -> None:
     """Remove what a run leaves behind: the namespace (with the CRs), cluster RBAC; the CRDs stay by design."""
     rbac = client.RbacAuthorizationV1Api(api)

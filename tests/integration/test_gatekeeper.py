@@ -20,6 +20,12 @@ TEMPLATE = {"apiVersion": "templates.gatekeeper.sh/v1beta1", "kind": "Constraint
                      "targets": [{"target": "admission.k8s.gatekeeper.sh", "rego": "package k8srequiredlabels"}]}}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def webhooks(api: client.ApiClient) -> set[str]:
     admission = client.AdmissionregistrationV1Api(api)
     return {w.metadata.name for w in admission.list_validating_webhook_configuration().items}

@@ -38,6 +38,12 @@ EXTERNAL = {"enabled": True, "externalOpensearchHost": "search.example.com", "ex
 OTHER_INPUT = "tail-events-of-another-module"
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def spec(enabled: bool = True, sidecar: bool = True, replicas: int = 1) -> dict[str, Any]:
     return {"logging": {"enabled": enabled, "logsidecar": {"enabled": sidecar, "replicas": replicas}},
             "common__opensearch": EXTERNAL}

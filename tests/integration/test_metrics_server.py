@@ -42,6 +42,12 @@ ON: dict[str, Any] = {"metrics_server": {"enabled": True}}
 OFF: dict[str, Any] = {"metrics_server": {"enabled": False}}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def apiservice(api: client.ApiClient) -> dict[str, Any] | None:
     try:
         return client.ApiregistrationV1Api(api).read_api_service(APISERVICE).to_dict()

@@ -34,6 +34,12 @@ S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableS
       "forcePathStyle": True, "accessKeyID": "ak", "secretAccessKey": "sk"}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _clean(api: client.ApiClient) -> None:
     """Remove what the module leaves behind (the Secret and the PVC) and any object of an earlier run."""
     core, apps, batch = client.CoreV1Api(api), client.AppsV1Api(api), client.BatchV1Api(api)

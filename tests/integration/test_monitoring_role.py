@@ -50,6 +50,12 @@ UPSTREAM_OBJECTS = [
 
 
 @pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
+@pytest.fixture
 def mon(installer: Installer) -> Iterator[Installer]:
     installer.env["KS_CONSOLE_TIMEOUT"] = "1"  # the console is ks-core's business, not this module's
     yield installer

@@ -33,6 +33,12 @@ WORKSPACE = {"apiVersion": "types.kubefed.io/v1beta1", "kind": "FederatedWorkspa
 CLUSTER = {"apiVersion": "cluster.kubesphere.io/v1alpha1", "kind": "Cluster", "spec": {"connection": {"type": "proxy"}}}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def join(api: client.ApiClient, name: str, labels: dict[str, str] | None = None) -> None:
     """A Cluster object as ks-controller-manager makes one (the host's own carries the host label)."""
     body = {**CLUSTER, "metadata": {"name": name, "labels": labels or {}}}

@@ -22,6 +22,12 @@ WORKLOAD = {"ConfigMap/kubesphere-system/openldap-bootstrap", "Service/kubespher
 KEPT = {f"Secret/{NS}/{SECRET}"}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _clean(api: client.ApiClient) -> None:
     """Remove what the module leaves behind (the Secret and the PVC) and any object of an earlier run."""
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)

@@ -37,6 +37,12 @@ PVCS = {f"{MASTER}-{MASTER}-0", f"{DATA}-{DATA}-0", f"{DATA}-{DATA}-1"}
 READERS = {"opensearch", "logging", "ks-config"}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _spec(**opensearch: Any) -> dict[str, Any]:
     return {"logging": {"enabled": True}, "common__opensearch": {"enabled": True, **opensearch}}
 

@@ -21,6 +21,12 @@ S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableS
 REPO = ("application.kubesphere.io", "v1alpha1", "helmrepos", "builtin-stable")
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def kubesphere_yaml(installer: Installer) -> str:
     return client.CoreV1Api(installer.api).read_namespaced_config_map(
         "kubesphere-config", "kubesphere-system").data["kubesphere.yaml"]

@@ -25,6 +25,12 @@ HA = {f"{NS}/{n}" for n in (
 KEPT = {f"{NS}/Secret/{SECRET}"}
 
 
+@pytest.fixture
+def installer(platform: Installer) -> Installer:
+    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
+    return platform
+
+
 def _refs(names: set[str]) -> set[str]:
     """``ns/Kind/name`` → ``Kind/ns/name`` (the keys of module_objects)."""
     return {f"{kind}/{ns}/{name}" for ns, kind, name in (n.split("/") for n in names)}
