@@ -3,15 +3,20 @@
 For each inventory file in ``tests/parity/upstream`` (a module, or a variant of one), every object upstream
 created must exist with its module's label ``installer.kubesphere.io/module=<module>``, unless
 ``tests/parity/expectations.yaml`` lists it as a documented gap; and every object the module labels must be
-upstream's or an explained extra. Two groups of reconciles cover everything: every module and every additive
-variant on (servicemesh joining last), then the variants that replace objects (redis HA, Elasticsearch instead of
-OpenSearch).
+upstream's or an explained extra. Two reconciles cover everything, each one spec change as a user makes it: every
+module and every additive variant on at once, then the variants that replace objects (redis HA, Elasticsearch
+instead of OpenSearch); each must succeed. Then, with everything on, Pods are admitted through every module's
+webhooks (Istio's injector among them), and still are once servicemesh, gatekeeper and events are switched off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import subprocess
+import time
+import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,8 +33,10 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer.manifests import applied_by_installer
+from installer.modules import MODULES
 from installer.settings import MODULE_LABEL
 from installer.spec import merge
+from installer.status import condition_of
 
 from .conftest import Installer, _reset
 
@@ -42,7 +49,8 @@ EXPECTATIONS: dict[str, Any] = yaml.safe_load((PARITY / "expectations.yaml").rea
 GAPS: dict[str, dict[str, str]] = EXPECTATIONS["gaps"]
 EXTRAS: dict[str, dict[str, str]] = EXPECTATIONS["extras"]
 
-# Every module and every additive variant on (etcd monitoring without TLS: no client certificates needed).
+# Every module and every additive variant on, servicemesh included (etcd monitoring without TLS: no client
+# certificates needed).
 ALL_ON: dict[str, Any] = {
     "common": {"redis": {"enabled": True}, "openldap": {"enabled": True},
                "opensearch": {"enabled": True, "dashboard": {"enabled": True}}},
@@ -70,11 +78,13 @@ def spec(*patches: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# The specs each group's reconciles apply, in order. Servicemesh joins once the rest runs: no istiod answers its
-# injector webhook here, which would refuse the pods other modules create meanwhile (a real cluster's istiod does).
-NO_MESH = {"servicemesh": {"enabled": False}}
-GROUPS: dict[str, list[dict[str, Any]]] = {"all": [spec(ALL_ON, NO_MESH), spec(ALL_ON)],
-                                           "replacing": [spec(ALL_ON, REPLACING)]}
+# The spec each group's reconcile applies, in one change.
+GROUPS: dict[str, dict[str, Any]] = {"all": spec(ALL_ON), "replacing": spec(ALL_ON, REPLACING)}
+EVERY_MODULE = [m.name for m in MODULES]
+# The modules with admission webhooks that the last test switches off together.
+SWITCHED_OFF = ("servicemesh", "gatekeeper", "events")
+MESH_DEFAULTS: dict[str, Any] = yaml.safe_load((REPO / "roles" / "servicemesh" / "defaults" / "main.yaml").read_text())
+
 
 def ref(obj: dict[str, Any]) -> str:
     """``Kind/namespace/name`` (empty namespace for cluster-scoped objects), the key of the expectations."""
@@ -107,6 +117,10 @@ class Snapshot:
     owned: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     modules: dict[str, Any] = field(default_factory=dict)
     """``status.modules`` of the cc."""
+    seconds: float = 0.0
+    """How long the reconcile took."""
+    failure: str | None = None
+    """Why the reconcile did not succeed (see :func:`failure`), None when it did."""
 
 
 def _resource(dyn: DynamicClient, api_version: str, kind: str) -> Any:
@@ -149,14 +163,32 @@ def _owned(dyn: DynamicClient) -> dict[str, set[str]]:
     return owned
 
 
+def failure(proc: subprocess.CompletedProcess[str], installer: Installer, expected: dict[str, str]) -> str | None:
+    """Why the reconcile ``proc`` did not succeed, or None: its exit code, the cc's Ready condition, and each module
+    of ``expected`` (module → phase) in another phase, with its failed task and message from the status."""
+    status = installer.status()
+    modules = status.get("modules") or {}
+    ready = condition_of(status, "Ready")
+    wrong = {m: modules.get(m) or {} for m, phase in expected.items() if (modules.get(m) or {}).get("phase") != phase}
+    if proc.returncode == 0 and ready.get("status") == "True" and not wrong:
+        return None
+    return (f"reconcile exited {proc.returncode}, Ready {ready.get('status')} ({ready.get('reason')}: "
+            f"{ready.get('message')})\n"
+            + "".join(f"  {m}: {s.get('phase') or 'not in status.modules'} (want {expected[m]}), "
+                      f"failed task {s.get('failedTask')!r}: {s.get('message')}\n" for m, s in sorted(wrong.items()))
+            + f"results: {installer.results}\n--- end of the reconcile's log:\n{proc.stderr[-6000:]}")
+
+
 def snapshot(installer: Installer, group: str) -> Snapshot:
-    """Reconcile with the spec of ``group``, then read what the cluster has."""
-    for step in GROUPS[group]:
-        installer.put_spec(step)
-        installer.reconcile()
+    """Reconcile with the spec of ``group`` (one change), then read what the cluster has."""
+    installer.put_spec(GROUPS[group])
+    started = time.monotonic()
+    proc = installer.reconcile()
+    seconds = time.monotonic() - started
     dyn = DynamicClient(installer.api)
     dyn.resources.invalidate_cache()
-    snap = Snapshot(owned=_owned(dyn), modules=installer.status().get("modules") or {})
+    snap = Snapshot(owned=_owned(dyn), modules=installer.status().get("modules") or {}, seconds=seconds,
+                    failure=failure(proc, installer, dict.fromkeys(EVERY_MODULE, "Installed")))
     for stem, inv in INVENTORY.items():
         if group_of(stem) == group:
             snap.found.update({ref(o): _label(dyn, o) for o in inv["objects"]})
@@ -188,6 +220,15 @@ def snapshots(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None,
     _reset(kube_api)
 
 
+@pytest.mark.slow(reason="installs every module in one reconcile (the suite's only all-modules install)")
+@pytest.mark.parametrize("group", GROUPS)
+def test_one_change_reconciles(snapshots: Snapshots, group: str) -> None:
+    """The group's spec, applied in one change, is reconciled: exit 0, Ready, every module Installed."""
+    snap = snapshots[group]
+    print(f"reconcile '{group}': {snap.seconds:.0f}s")
+    assert snap.failure is None, f"the '{group}' reconcile ({snap.seconds:.0f}s) did not succeed: {snap.failure}"
+
+
 # The additive group first: the second reconcile changes what the first one checked.
 STEMS = sorted(INVENTORY, key=lambda s: (group_of(s) != "all", s))
 
@@ -212,3 +253,74 @@ def test_parity(snapshots: Snapshots, stem: str) -> None:
         + "".join(f"  labelled but not upstream's nor an explained extra: {e}\n" for e in extras)
         + "".join(f"  documented gap that is now applied (remove it from expectations.yaml): {s}\n" for s in stale))
 
+
+def _pod_running(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while (phase := core.read_namespaced_pod(name, namespace).status.phase) != "Running":
+        assert time.monotonic() < deadline, f"Pod {namespace}/{name} is {phase} after {timeout:.0f}s"
+        time.sleep(0.5)
+
+
+def _admit(core: client.CoreV1Api, namespace: str) -> str:
+    """Create a Pod in ``namespace`` and see it Running; its name. Fails with the API server's message when an
+    admission webhook refuses it."""
+    name = f"parity-{uuid.uuid4().hex[:8]}"
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}],
+                     "terminationGracePeriodSeconds": 0}}
+    try:
+        core.create_namespaced_pod(namespace, body)
+    except ApiException as exc:
+        raise AssertionError(f"Pod {namespace}/{name} refused: {exc.status} {exc.body!r}") from exc
+    _pod_running(core, namespace, name)
+    return name
+
+
+def _webhook_configurations(api: client.ApiClient, module: str) -> list[str]:
+    admission = client.AdmissionregistrationV1Api(api)
+    selector = f"{MODULE_LABEL}={module}"
+    return [f"MutatingWebhookConfiguration/{w.metadata.name}"
+            for w in admission.list_mutating_webhook_configuration(label_selector=selector).items] + \
+        [f"ValidatingWebhookConfiguration/{w.metadata.name}"
+         for w in admission.list_validating_webhook_configuration(label_selector=selector).items]
+
+
+def test_pods_admitted_with_every_webhook_and_after_switching_some_off(snapshots: Snapshots, sim_cluster: Any,
+                                                                       kube_api: client.ApiClient) -> None:
+    """With every module on, Pods are admitted in ``default`` and in a namespace labelled for Istio's injection
+    (whose injector is called); with servicemesh, gatekeeper and events switched off in one change, their
+    uninstalls leave none of their webhook configurations and Pods are still admitted."""
+    assert snapshots["all"].failure is None, "the all-modules reconcile failed (test_one_change_reconciles)"
+    installer, core = snapshots.installer, client.CoreV1Api(kube_api)
+    rev, istio_ns = MESH_DEFAULTS["ks_servicemesh_revision"], MESH_DEFAULTS["ks_servicemesh_namespace"]
+    meshed = f"parity-mesh-{uuid.uuid4().hex[:6]}"
+    core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": meshed, "labels": {"istio.io/rev": rev}}})
+    pods: list[str] = []
+    try:
+        for module in SWITCHED_OFF:
+            assert _webhook_configurations(kube_api, module), f"{module} registered no admission webhook"
+        pods.append(_admit(core, "default"))
+        injected = _admit(core, meshed)
+        call = f" istiod-{rev}.{istio_ns}.svc/inject CREATE pods {meshed}/{injected} "
+        log = (sim_cluster.logs / "sim-webhooks.log").read_text(errors="replace")
+        assert call in log, f"Istio's injector was not called for Pod {meshed}/{injected}"
+
+        live = installer.cc()["spec"]
+        merge(live, {module: {"enabled": False} for module in SWITCHED_OFF})
+        installer.put_spec(live)
+        proc = installer.reconcile()
+        problem = failure(proc, installer, {m: "Uninstalled" for m in SWITCHED_OFF} | {
+            m.name: "Installed" for m in MODULES if m.enabled(live)})
+        assert problem is None, f"switching off {', '.join(SWITCHED_OFF)} did not succeed: {problem}"
+        assert set(SWITCHED_OFF) <= set(installer.ran(proc)), installer.ran(proc)
+        left = {m: hooks for m in SWITCHED_OFF if (hooks := _webhook_configurations(kube_api, m))}
+        assert not left, f"webhook configurations left after the uninstalls: {left}"
+        pods.append(_admit(core, "default"))
+        _admit(core, meshed)
+    finally:
+        for name in pods:
+            with contextlib.suppress(ApiException):
+                core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
+        with contextlib.suppress(ApiException):
+            core.delete_namespace(meshed)
