@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +105,37 @@ def _drop_environment(command_file: Path) -> None:
     command_file.write_text(json.dumps(command, indent=2))
 
 
+def _processes_with(entry: bytes) -> list[int]:
+    """Processes (of this user) whose environment holds ``entry`` (``NAME=value``)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (proc / "environ").read_bytes()
+        except OSError:
+            continue
+        if int(proc.name) != os.getpid() and entry in environ.split(b"\0"):
+            found.append(int(proc.name))
+    return found
+
+
+def end_leftovers(entry: bytes, grace: float = 5.0) -> list[int]:
+    """End the processes of a killed run, found by ``entry`` in their environment: SIGTERM, then SIGKILL after
+    ``grace`` seconds. ansible-runner kills ansible-playbook's process group only; its workers (each in a session
+    of its own, running the tasks in-process) and their children are not in it. Returns the pids found."""
+    leftovers = _processes_with(entry)
+    pids = leftovers
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace
+        while (pids := _processes_with(entry)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not pids:
+            break
+    return leftovers
+
+
 def clean_run_dirs(run_dir: Path) -> None:
     """Remove what a killed run left behind (its private data dir holds the spec as extra-vars)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -130,6 +164,7 @@ class PlaybookRunner:
         with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
             extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
+            inventory_file = str(Path(pdd) / "inventory.jsonl")
             result = ansible_runner.run(
                 private_data_dir=pdd,
                 playbook=str(playbook),
@@ -137,14 +172,18 @@ class PlaybookRunner:
                 ident=module.name,
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 extravars=extravars,
-                envvars={**self._env(Path(pdd)), INVENTORY_ENV: str(Path(pdd) / "inventory.jsonl"),
+                envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file,
                          **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
                 event_handler=progress,
                 cancel_callback=self.cancel.is_set,
                 timeout=self.settings.module_timeout,
             )
-            inventory = tuple(read_inventory(Path(pdd) / "inventory.jsonl"))
+            if result.status in ("canceled", "timeout"):
+                # Every process of this run carries its inventory file in its environment.
+                ended = end_leftovers(f"{INVENTORY_ENV}={inventory_file}".encode())
+                log.debug("[%s] %s run: ended its leftover processes %s", module.name, result.status, ended)
+            inventory = tuple(read_inventory(inventory_file))
         _drop_environment(results / module.name / "command")
         ok = result.status == "successful" and result.rc == 0
         message = progress.message

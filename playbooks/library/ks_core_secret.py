@@ -17,25 +17,13 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from installer.ansible_tasks import ks_core_secret as task
+from installer.ansible_tasks import run_module
+
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "module": {"type": "str", "required": True},
-            "namespace": {"type": "str", "required": True},
-            "jwt_secret": {"type": "str", "default": "", "no_log": True},
-            "admin_password": {"type": "str", "no_log": True},
-        },
-    )
-    from installer.core_secret import ensure
-    from installer.kube import api_client
-
-    p = am.params
-    try:
-        outcome = ensure(api_client(), p["namespace"], p["module"], p["jwt_secret"] or "", p["admin_password"])
-    except Exception as exc:  # API errors become a task failure; their text holds no secret values
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    am.exit_json(changed=outcome.changed, created=outcome.created, changed_keys=outcome.changed_keys)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

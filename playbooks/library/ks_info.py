@@ -21,39 +21,13 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from installer.ansible_tasks import ks_info as task
+from installer.ansible_tasks import run_module
+
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "api_version": {"type": "str", "default": "v1"},
-            "kind": {"type": "str", "required": True},
-            "name": {"type": "str"},
-            "namespace": {"type": "str"},
-            "label_selector": {"type": "str"},
-            "keys_only": {"type": "bool", "default": False},
-        },
-        supports_check_mode=True,
-    )
-    from kubernetes.dynamic import DynamicClient
-    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-
-    from installer.kube import api_client
-
-    p = am.params
-    try:
-        res = DynamicClient(api_client()).resources.get(api_version=p["api_version"], kind=p["kind"])
-        found = res.get(name=p["name"], namespace=p["namespace"], label_selector=p["label_selector"]).to_dict()
-        resources = found.get("items", []) if p["name"] is None else [found]
-    except (NotFoundError, ResourceNotFoundError):
-        resources = []
-    except Exception as exc:  # API errors become a task failure with their text
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    if p["keys_only"]:
-        for item in resources:
-            for field in ("data", "stringData", "binaryData"):
-                if isinstance(item.get(field), dict):
-                    item[field] = dict.fromkeys(item[field], "")
-    am.exit_json(changed=False, resources=resources)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

@@ -33,51 +33,15 @@ options:
     type: bool
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
+
+from installer.ansible_tasks import ks_manifest as task
+from installer.ansible_tasks import run_module
 
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "module": {"type": "str", "required": True},
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-            "definition": {"type": "raw", "default": []},
-            "prune": {"type": "bool", "default": True},
-            "wait": {"type": "bool", "default": False},
-            "wait_timeout": {"type": "int", "default": 600},
-            "purge": {"type": "bool", "default": None},
-            "kinds": {"type": "list", "elements": "str", "default": []},
-            "tenants": {"type": "list", "elements": "str", "default": []},
-        },
-    )
-    from kubernetes.client.exceptions import ApiException
-
-    from installer.kube import api_client
-    from installer.manifests import PURGE_ENV, Manifests, Rejected, api_reason, load_definitions
-
-    p = am.params
-    try:
-        objects = load_definitions(p["definition"])
-        manifests = Manifests(api_client(), p["module"])
-        if p["state"] == "present":
-            result = manifests.apply(objects, prune=p["prune"], kinds=p["kinds"])
-            if p["wait"]:
-                manifests.wait_ready(objects, p["wait_timeout"])
-        else:
-            purge = p["purge"] if p["purge"] is not None else os.environ.get(PURGE_ENV) == "1"
-            result = manifests.delete(objects, purge=purge, timeout=p["wait_timeout"], kinds=p["kinds"],
-                                      tenants=p["tenants"])
-    except Rejected as exc:  # the API server's own reason and the object: what status and the log show
-        am.fail_json(msg=str(exc))
-    except ApiException as exc:
-        am.fail_json(msg=api_reason(exc))
-    except Exception as exc:  # timeouts and the rest: their text
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    result.record()
-    am.exit_json(changed=bool(result.changed or result.deleted), applied=result.applied,
-                 updated=result.changed, deleted=result.deleted, kept=result.kept)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

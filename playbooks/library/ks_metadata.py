@@ -26,50 +26,13 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from installer.ansible_tasks import ks_metadata as task
+from installer.ansible_tasks import run_module
+
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "api_version": {"type": "str", "default": "v1"},
-            "kind": {"type": "str", "default": "Namespace"},
-            "names": {"type": "list", "elements": "str", "required": True},
-            "namespace": {"type": "str"},
-            "labels": {"type": "dict", "default": {}},
-            "annotations": {"type": "dict", "default": {}},
-            "field_manager": {"type": "str", "required": True},
-            "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-        },
-    )
-    from kubernetes.dynamic import DynamicClient
-    from kubernetes.dynamic.exceptions import NotFoundError
-
-    from installer.kube import api_client
-
-    p = am.params
-    changed, missing = [], []
-    try:
-        res = DynamicClient(api_client()).resources.get(api_version=p["api_version"], kind=p["kind"])
-        for name in p["names"]:
-            try:
-                before = res.get(name=name, namespace=p["namespace"])
-            except NotFoundError:
-                missing.append(name)
-                continue
-            if before.metadata.deletionTimestamp:
-                missing.append(name)
-                continue
-            metadata = {"name": name, **({"namespace": p["namespace"]} if p["namespace"] else {})}
-            if p["state"] == "present":
-                metadata |= {key: {k: str(v) for k, v in p[key].items()}
-                             for key in ("labels", "annotations") if p[key]}
-            body = {"apiVersion": p["api_version"], "kind": p["kind"], "metadata": metadata}
-            after = res.server_side_apply(body=body, name=name, namespace=p["namespace"],
-                                          field_manager=p["field_manager"], force_conflicts=True)
-            if before.metadata.resourceVersion != after.metadata.resourceVersion:
-                changed.append(name)
-    except Exception as exc:  # API errors become a task failure with their text
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    am.exit_json(changed=bool(changed), updated=changed, missing=missing)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

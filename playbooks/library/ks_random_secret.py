@@ -17,26 +17,13 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from installer.ansible_tasks import ks_random_secret as task
+from installer.ansible_tasks import run_module
+
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "module": {"type": "str", "required": True},
-            "namespace": {"type": "str", "required": True},
-            "name": {"type": "str", "required": True},
-            "key": {"type": "str", "required": True, "no_log": False},
-            "length": {"type": "int", "default": 15},
-        },
-    )
-    from installer.kube import api_client
-    from installer.random_secret import ensure
-
-    p = am.params
-    try:
-        outcome = ensure(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
-    except Exception as exc:  # API errors become a task failure; their text holds no secret values
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    am.exit_json(changed=outcome.changed, created=outcome.created, added_keys=outcome.added_keys)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

@@ -20,27 +20,13 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from installer.ansible_tasks import ks_rollout as task
+from installer.ansible_tasks import run_module
+
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "namespace": {"type": "str", "required": True},
-            "deployments": {"type": "list", "elements": "str", "required": True},
-            "value": {"type": "str", "required": True},
-            "wait": {"type": "bool", "default": True},
-            "wait_timeout": {"type": "int", "default": 600},
-        },
-    )
-    from installer.kube import api_client
-    from installer.rollout import roll
-
-    p = am.params
-    try:
-        rolled, missing = roll(api_client(), p["namespace"], p["deployments"], p["value"],
-                               wait=p["wait"], timeout=p["wait_timeout"])
-    except Exception as exc:  # API errors and timeouts become a task failure with their text
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    am.exit_json(changed=bool(rolled), rolled=rolled, missing=missing)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

@@ -24,37 +24,13 @@ options:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from installer.ansible_tasks import ks_webhook_cert as task
+from installer.ansible_tasks import run_module
+
 
 def main() -> None:
-    am = AnsibleModule(
-        argument_spec={
-            "module": {"type": "str", "required": True},
-            "namespace": {"type": "str", "required": True},
-            "service": {"type": "str", "required": True},
-            "renew_before_days": {"type": "int", "default": 30},
-            "secret": {"type": "str", "default": "ks-controller-manager-webhook-cert"},
-            "ca_name": {"type": "str", "default": "ks-controller-manager-ca"},
-            "cert_name": {"type": "str", "default": "ks-core-admission-webhook"},
-            "keys": {"type": "list", "elements": "str", "default": ["ca.crt", "tls.crt", "tls.key"],
-                     "no_log": False},
-            "type": {"type": "str", "default": "Opaque"},
-        },
-    )
-    import datetime as dt
-
-    from installer.certs import Layout, ensure
-    from installer.kube import api_client
-
-    p = am.params
-    try:
-        if len(p["keys"]) != 3:
-            am.fail_json(msg="keys: name the CA certificate, the certificate and the key (three keys)")
-        layout = Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"])
-        outcome = ensure(api_client(), p["namespace"], p["module"], p["service"],
-                         dt.timedelta(days=p["renew_before_days"]), layout)
-    except Exception as exc:  # API errors become a task failure; their text holds no key material
-        am.fail_json(msg=f"{type(exc).__name__}: {exc}")
-    am.exit_json(changed=outcome.changed, reason=outcome.reason, ca_bundle=outcome.ca_bundle)
+    run_module(AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE),
+               task.run)
 
 
 if __name__ == "__main__":

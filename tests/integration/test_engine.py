@@ -86,7 +86,8 @@ def test_unchanged_spec_runs_no_playbook(installer: Installer) -> None:
     assert stdout.stat().st_mtime_ns == mtime
 
 
-def test_etcd_monitoring_reruns_only_monitoring(installer: Installer) -> None:
+def test_etcd_monitoring_reruns_only_monitoring(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile()
     before = installer.module_objects()
@@ -196,8 +197,9 @@ BAD_SPECS = [
 ]
 
 
-def test_bad_spec_is_stalled_and_changes_nothing(installer: Installer) -> None:
+def test_bad_spec_is_stalled_and_changes_nothing(platform: Installer) -> None:
     """Each bad spec in turn, on one installed platform (nothing any of them does may change it)."""
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile()
     objects, state = installer.module_objects(), stored_state(installer)
@@ -214,7 +216,8 @@ def test_bad_spec_is_stalled_and_changes_nothing(installer: Installer) -> None:
         assert installer.module_objects() == objects and stored_state(installer) == state, field
 
 
-def test_sigkill_mid_run_then_rerun_completes(installer: Installer) -> None:
+def test_sigkill_mid_run_then_rerun_completes(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile()
     installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}},
@@ -243,7 +246,8 @@ def test_sigkill_mid_run_then_rerun_completes(installer: Installer) -> None:
     assert set(installer.ran(rerun)).isdisjoint(completed - {"ks-config"})
 
 
-def test_forced_full_run_reruns_every_enabled_module(installer: Installer) -> None:
+def test_forced_full_run_reruns_every_enabled_module(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile()
     proc = installer.reconcile("--all")

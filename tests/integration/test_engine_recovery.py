@@ -63,7 +63,8 @@ def kubesphere_config(installer: Installer) -> str:
     return cm.data["kubesphere.yaml"]
 
 
-def test_killed_install_then_disabled_is_uninstalled(installer: Installer, tmp_path: Path) -> None:
+def test_killed_install_then_disabled_is_uninstalled(platform: Installer, tmp_path: Path) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile_ok()
     installer.apply_cc(network=WEAVE)
@@ -86,7 +87,8 @@ def test_killed_install_then_disabled_is_uninstalled(installer: Installer, tmp_p
     assert installer.condition("Ready")["status"] == "True"
 
 
-def test_failed_upgrade_then_revert_runs_again(installer: Installer, tmp_path: Path) -> None:
+def test_failed_upgrade_then_revert_runs_again(platform: Installer, tmp_path: Path) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile_ok()
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "monitoring", FAIL))
@@ -163,7 +165,8 @@ def hook_tick(installer: Installer, tmp_path: Path, binding: str = "Retry failed
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-def test_drift_is_found_on_the_schedule_and_repaired(installer: Installer, tmp_path: Path) -> None:
+def test_drift_is_found_on_the_schedule_and_repaired(platform: Installer, tmp_path: Path) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile_ok()
     quiet = hook_tick(installer, tmp_path, KS_DRIFT_INTERVAL="0")
@@ -190,7 +193,8 @@ def test_drift_is_found_on_the_schedule_and_repaired(installer: Installer, tmp_p
     assert "Drift" not in again.stderr and "Start " not in again.stderr, again.stderr
 
 
-def test_schedule_retries_a_failed_module_once_its_backoff_expired(installer: Installer, tmp_path: Path) -> None:
+def test_schedule_retries_a_failed_module_once_its_backoff_expired(platform: Installer, tmp_path: Path) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile_ok()
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "monitoring", FAIL))
@@ -206,7 +210,8 @@ def test_schedule_retries_a_failed_module_once_its_backoff_expired(installer: In
     assert installer.status()["modules"]["monitoring"]["attempts"] == 2
 
 
-def test_sigterm_stops_and_the_next_run_resumes(installer: Installer, tmp_path: Path) -> None:
+def test_sigterm_stops_and_the_next_run_resumes(platform: Installer, tmp_path: Path) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile_ok()
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "network", SLOW))
@@ -293,7 +298,8 @@ def test_corrupt_state_is_stalled_and_repairable(installer: Installer) -> None:
     assert "Start uninstalling" not in proc.stderr  # no record of installing it: left alone
 
 
-def test_new_installer_version_reruns_every_module_once(installer: Installer) -> None:
+def test_new_installer_version_reruns_every_module_once(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile_ok()
     bump = ("import sys, installer; installer.__version__ = '9.9.9'; from installer.cli import main; "

@@ -3,7 +3,6 @@ and v1beta1 → v2beta1 rule migration against a fake cluster."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -13,6 +12,7 @@ import pytest
 from installer_state import upstream_objects
 from role_harness import Objects, find, keys, render_scenarios
 
+from installer.ansible_tasks import ks_alert_rules
 from installer.config.defaults import apply_defaults
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,12 +144,8 @@ def test_registry_and_external_endpoint(rendered: dict[str, Objects]) -> None:
 
 
 def library() -> ModuleType:
-    path = REPO / "playbooks" / "library" / "ks_alert_rules.py"
-    spec = importlib.util.spec_from_file_location("ks_alert_rules", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The task's code, which the ks_alert_rules module and action plugin run."""
+    return ks_alert_rules
 
 
 NODE_RULE = {

@@ -1,0 +1,118 @@
+"""The action plugin of a ``ks_*`` task: the task's work in Ansible's worker process.
+
+It behaves as the task's module did in a process of its own: the same argument spec and messages, check mode
+skipped unless the task supports it, the task's ``environment:`` in ``os.environ``, stray output dropped, and the
+same result (its ``invocation``, no_log values censored, plain data after the same JSON trip).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any, ClassVar
+
+from ansible._internal._errors._captured import AnsibleModuleCapturedError
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
+from ansible.module_utils.common.parameters import remove_values
+from ansible.plugins.action import ActionBase
+from kubernetes.config import kube_config
+
+from installer.ansible_tasks import TaskFailed
+
+#: The serialization profile of the installer's (old-style Python) modules.
+PROFILE = "legacy"
+
+
+def module_json(value: Any, direction: Direction) -> Any:
+    """``value`` as it arrives after the JSON trip between controller and module (plain data)."""
+    text = json.dumps(value, cls=get_module_encoder(PROFILE, direction))
+    return json.loads(text, cls=get_module_decoder(PROFILE, direction))
+
+
+def _kubeconfig_path() -> str:
+    return os.environ.get("KUBECONFIG", "~/.kube/config")
+
+
+@contextlib.contextmanager
+def task_environment(env: dict[str, str]) -> Iterator[None]:
+    """``env`` in ``os.environ`` meanwhile, ``$KUBECONFIG`` included (kubernetes reads it only when imported)."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = _kubeconfig_path()
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = _kubeconfig_path()
+
+
+@contextlib.contextmanager
+def kube_temp_files() -> Iterator[None]:
+    """Remove the certificate files a kubeconfig load writes meanwhile (a module's exit did; a worker's does not)."""
+    files: dict[str, str] = getattr(kube_config, "_temp_files", {})
+    before = set(files)
+    try:
+        yield
+    finally:
+        for key in set(files) - before:
+            with contextlib.suppress(OSError):
+                os.remove(files.pop(key))
+
+
+def censored(result: dict[str, Any], no_log_values: set[str]) -> dict[str, Any]:
+    """``result`` without the values of no_log arguments, as AnsibleModule returns it."""
+    if not no_log_values:
+        return result
+    kept = {key: value for key, value in result.items() if value is None or isinstance(value, bool)}
+    return {**remove_values(result, no_log_values), **kept}
+
+
+class TaskAction(ActionBase):
+    """Runs ``task.run`` (an ``installer.ansible_tasks`` module) with the task's validated arguments."""
+
+    task: ClassVar[ModuleType]
+    # Decided below, after the arguments are validated, with the module's message.
+    _supports_check_mode = True
+
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        super().run(tmp, task_vars)
+        try:
+            validation, args = self.validate_argument_spec(self.task.ARGUMENT_SPEC)
+        except AnsibleActionFail as exc:
+            # The module's result names its arguments (as far as they were valid) beside the message.
+            args = module_json(dict(self._task.args), Direction.CONTROLLER_TO_MODULE)
+            validation = ArgumentSpecValidator(self.task.ARGUMENT_SPEC).validate(args)
+            args |= validation.validated_parameters
+            result: dict[str, Any] = {"failed": True, "msg": exc.message}
+        else:
+            args = module_json(args, Direction.CONTROLLER_TO_MODULE)
+            if self._task.check_mode and not self.task.SUPPORTS_CHECK_MODE:
+                result = {"skipped": True, "msg": f"remote module ({self._task.action}) does not support check mode"}
+            else:
+                result = self._run_task(args)
+        result.setdefault("invocation", {"module_args": args})
+        result = module_json(censored(result, validation._no_log_values), Direction.MODULE_TO_CONTROLLER)
+        # As for a module's result: a failure is the module's ("Module failed" in the log), not the action's.
+        AnsibleModuleCapturedError.normalize_result_exception(result)
+        return result
+
+    def _run_task(self, params: dict[str, Any]) -> dict[str, Any]:
+        environment: dict[str, Any] = {}
+        self._compute_environment_string(environment)
+        env = {str(key): str(value) for key, value in environment.items()}
+        with (task_environment(env), kube_temp_files(), contextlib.redirect_stdout(io.StringIO()),
+              contextlib.redirect_stderr(io.StringIO())):
+            try:
+                return self.task.run(params)
+            except TaskFailed as exc:
+                return {**exc.result, "failed": True, "msg": exc.msg}

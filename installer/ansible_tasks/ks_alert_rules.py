@@ -1,0 +1,252 @@
+"""ks_alert_rules: bring KubeSphere's older alerting rules to v3.4 (upstream ks-monitor tasks/thanos-ruler.yaml's
+relabelling and files/alert-migrate/migrate-alertrules.sh, without kubectl, jq or a shell)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import ConflictError, ResourceNotFoundError
+
+from installer.ansible_tasks import TaskFailed
+from installer.kube import api_client
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "namespace": {"type": "str", "default": "kubesphere-monitoring-system"},
+    "relabel": {"type": "bool", "default": True},
+    "migrate": {"type": "bool", "default": True},
+}
+SUPPORTS_CHECK_MODE = False
+
+RULES_API = "monitoring.coreos.com/v1"
+GROUPS_API = "alerting.kubesphere.io/v2beta1"
+FIELD_MANAGER = "ks-installer-alerting"
+LEGACY_SELECTOR = "thanosruler=thanos-ruler,role=thanos-alerting-rules"
+RELABEL = {"thanos-ruler": "kubesphere", "role": "alert-rules", "thanosruler": None}
+LEVEL_LABEL = "custom-alerting-rule-level"
+MIGRATED_LABEL = "migrated-to-alerting-v2beta1"
+ORIGIN_ANNOTATION = "installer.kubesphere.io/migrated-from"
+ENABLE_LABEL = "alerting.kubesphere.io/enable"
+
+#: v1beta1 metric (the part of the rule's _metricType before "{") → v2beta1 threshold type, field and the factor
+#: from the console's unit to v2beta1's. Upstream's script spelled the node "network" type "netowrk" for
+#: transmittedRate, so that threshold was lost: fixed here.
+NODE_METRICS: dict[str, tuple[str, str, int | float]] = {
+    "node:node_cpu_utilisation:avg1m": ("cpu", "utilization", 0.01),
+    "node:load1:ratio": ("cpu", "load1m", 1),
+    "node:load5:ratio": ("cpu", "load5m", 1),
+    "node:load15:ratio": ("cpu", "load15m", 1),
+    "node:node_memory_utilisation:": ("memory", "utilization", 0.01),
+    "node:node_memory_bytes_available:sum": ("memory", "available", 1024 * 1024 * 1024),
+    "node:node_net_bytes_transmitted:sum_irate": ("network", "transmittedRate", 1000 * 1000),
+    "node:node_net_bytes_received:sum_irate": ("network", "receivedRate", 1000 * 1000),
+    "node:disk_space_utilization:ratio": ("disk", "spaceUtilization", 0.01),
+    "node:disk_space_available:": ("disk", "spaceAvailable", 1000 * 1000 * 1000),
+    "node:disk_inode_utilization:ratio": ("disk", "inodeUtilization", 0.01),
+    "node:data_volume_iops_reads:sum": ("disk", "iopsRead", 1),
+    "node:data_volume_iops_writes:sum": ("disk", "iopsWrite", 1),
+    "node:data_volume_throughput_bytes_read:sum": ("disk", "throughputRead", 1000),
+    "node:data_volume_throughput_bytes_write:sum": ("disk", "throughputWrite", 1000),
+    "node:pod_utilization:ratio": ("pod", "utilization", 0.01),
+    "node:pod_abnormal:ratio": ("pod", "abnormalRatio", 0.01),
+}
+WORKLOAD_METRICS: dict[str, tuple[str, str, int | float]] = {
+    "namespace:workload_cpu_usage:sum": ("cpu", "usage", 1),
+    "namespace:workload_memory_usage:sum": ("memory", "usage", 1024 * 1024),
+    "namespace:workload_memory_usage_wo_cache:sum": ("memory", "usageWoCache", 1024 * 1024),
+    "namespace:workload_net_bytes_transmitted:sum_irate": ("network", "transmittedRate", 1000 * 1000),
+    "namespace:workload_net_bytes_received:sum_irate": ("network", "receivedRate", 1000 * 1000),
+    "namespace:$2_unavailable_replicas:ratio": ("replica", "unavailableRatio", 0.01),
+}
+METRICS = {**NODE_METRICS, **WORKLOAD_METRICS}
+#: What v2beta1 keeps elsewhere (severity, exprBuilder) or no longer has.
+DROPPED = {"labels": ("severity", "alerttype", "rule_id"),
+           "annotations": ("kind", "resources", "rules", "rule_update_time")}
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+def _json(text: Any) -> Any:
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _scaled(threshold: Any, factor: int | float) -> int | float | None:
+    """``threshold`` (a number or a numeric string) times ``factor``, in decimal so 70 x 0.01 is 0.7."""
+    try:
+        value = Decimal(str(threshold).strip()) * Decimal(str(factor))
+    except (InvalidOperation, ValueError):
+        return None
+    if not value.is_finite():
+        return None
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+def expr_builder(annotations: dict[str, Any]) -> dict[str, Any] | None:
+    """The v2beta1 exprBuilder of a v1beta1 rule made in the console (annotations kind, resources, rules), or
+    None when they do not describe a known metric threshold (the rule keeps only its expr)."""
+    kind = annotations.get("kind")
+    rules = _json(annotations.get("rules"))
+    info = rules[0] if isinstance(rules, list) and rules and isinstance(rules[0], dict) else {}
+    metric_type = info.get("_metricType")
+    metric = metric_type.split("{", 1)[0] if isinstance(metric_type, str) else None
+    found = METRICS.get(metric) if metric else None
+    comparator, thresholds, unit = info.get("condition_type"), info.get("thresholds"), info.get("unit")
+    if kind is None or found is None or comparator is None or thresholds is None or unit is None:
+        return None
+    threshold_type, field, factor = found
+    value = _scaled(thresholds, factor)
+    if value is None:
+        return None
+    spec: dict[str, Any] = {"names": _json(annotations.get("resources")), "comparator": comparator,
+                            "metricThreshold": {threshold_type: {field: value}}}
+    if kind != "Node":
+        spec["kind"] = kind
+    return {"node" if kind == "Node" else "workload": spec}
+
+
+def migrate_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """A v1beta1 rule as a v2beta1 rule (upstream's jq migrateRule, without the group around it)."""
+    out = json.loads(json.dumps(rule))
+    labels = out.get("labels") if isinstance(out.get("labels"), dict) else {}
+    annotations = out.get("annotations") if isinstance(out.get("annotations"), dict) else {}
+    if labels.get("severity") is not None:
+        out["severity"] = labels["severity"]
+    builder = expr_builder(annotations)
+    if builder is not None:
+        out["exprBuilder"] = builder
+    for section, keys in DROPPED.items():
+        if isinstance(out.get(section), dict):
+            for key in keys:
+                out[section].pop(key, None)
+    return out
+
+
+def group_name(alert: Any) -> str:
+    """The rule group's name: the alert's (upstream's), made a valid object name if it is not one."""
+    name = str(alert or "")
+    if _NAME.match(name):
+        return name
+    name = re.sub(r"[^a-z0-9.-]+", "-", name.lower())
+    name = re.sub(r"^[^a-z0-9]+|[^a-z0-9]+$", "", name[:253])
+    return name or "migrated-rule"
+
+
+def migrate(prometheus_rule: dict[str, Any]) -> list[dict[str, Any]]:
+    """One ClusterRuleGroup (level cluster) or RuleGroup (level namespace, in the rule's namespace) per rule of a
+    v1beta1 custom PrometheusRule, each annotated with the rule it came from."""
+    meta = prometheus_rule.get("metadata") or {}
+    namespace = meta.get("namespace")
+    level = (meta.get("labels") or {}).get(LEVEL_LABEL)
+    groups = []
+    for g, group in enumerate((prometheus_rule.get("spec") or {}).get("groups") or []):
+        for r, rule in enumerate(group.get("rules") or []):
+            if not isinstance(rule, dict) or not rule.get("alert"):
+                continue  # a recording rule: v1beta1 custom rules have none, v2beta1 groups hold alerts only
+            origin = f"{namespace}/{meta.get('name')}/{g}/{r}"
+            metadata: dict[str, Any] = {"name": group_name(rule["alert"]), "labels": {ENABLE_LABEL: "true"},
+                                        "annotations": {ORIGIN_ANNOTATION: origin}}
+            if level == "namespace":
+                metadata["namespace"] = namespace
+            groups.append({"apiVersion": GROUPS_API, "kind": "ClusterRuleGroup" if level == "cluster" else "RuleGroup",
+                           "metadata": metadata, "spec": {"rules": [migrate_rule(rule)]}})
+    return groups
+
+
+def _suffixed(group: dict[str, Any]) -> dict[str, Any]:
+    """The group under a name another group does not hold: its name plus a hash of where it came from."""
+    origin = group["metadata"]["annotations"][ORIGIN_ANNOTATION]
+    suffix = hashlib.sha256(origin.encode()).hexdigest()[:8]
+    out = json.loads(json.dumps(group))
+    out["metadata"]["name"] = f"{group['metadata']['name'][:244].rstrip('.-')}-{suffix}"
+    return out
+
+
+def _ident(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    return f"{obj['kind']}/{meta['namespace'] + '/' if meta.get('namespace') else ''}{meta['name']}"
+
+
+class Cluster:
+    """The few API calls the module makes (a class, so the logic above stays testable without a cluster)."""
+
+    def __init__(self) -> None:
+        self.dyn = DynamicClient(api_client())
+
+    def resource(self, api_version: str, kind: str) -> Any:
+        try:
+            return self.dyn.resources.get(api_version=api_version, kind=kind)
+        except ResourceNotFoundError:
+            return None
+
+    def rules(self, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        res = self.resource(RULES_API, "PrometheusRule")
+        if res is None:
+            return []
+        return [i.to_dict() for i in res.get(namespace=namespace, label_selector=selector).items]
+
+    def label_rule(self, rule: dict[str, Any], labels: dict[str, Any]) -> None:
+        res = self.resource(RULES_API, "PrometheusRule")
+        res.patch(name=rule["metadata"]["name"], namespace=rule["metadata"]["namespace"],
+                  body={"metadata": {"labels": labels}}, content_type="application/merge-patch+json",
+                  field_manager=FIELD_MANAGER)
+
+    def create(self, group: dict[str, Any]) -> str:
+        """``created``; ``done`` when a group from the same rule exists; ``taken`` when another one holds the name."""
+        res = self.resource(group["apiVersion"], group["kind"])
+        if res is None:
+            raise RuntimeError(f"{group['kind']} ({group['apiVersion']}) is not served: its CustomResourceDefinition, "
+                               "which the ks-core module installs, is missing")
+        namespace = group["metadata"].get("namespace")
+        try:
+            res.create(body=group, namespace=namespace, field_manager=FIELD_MANAGER)
+            return "created"
+        except ConflictError:
+            live = res.get(name=group["metadata"]["name"], namespace=namespace).to_dict()
+        origin = ((live.get("metadata") or {}).get("annotations") or {}).get(ORIGIN_ANNOTATION)
+        return "done" if origin == group["metadata"]["annotations"][ORIGIN_ANNOTATION] else "taken"
+
+
+def relabel(cluster: Any) -> list[str]:
+    done = []
+    for rule in cluster.rules(LEGACY_SELECTOR):
+        cluster.label_rule(rule, RELABEL)
+        done.append(f"{rule['metadata']['namespace']}/{rule['metadata']['name']}")
+    return done
+
+
+def migrate_all(cluster: Any, namespace: str) -> dict[str, list[str]]:
+    """Migrate every v1beta1 custom PrometheusRule not yet migrated; label each once all its groups exist."""
+    out: dict[str, list[str]] = {"migrated": [], "created": [], "existing": []}
+    pending = [*cluster.rules(f"{LEVEL_LABEL}=cluster,{MIGRATED_LABEL}!=true", namespace),
+               *cluster.rules(f"{LEVEL_LABEL}=namespace,{MIGRATED_LABEL}!=true")]
+    for rule in pending:
+        for group in migrate(rule):
+            outcome = cluster.create(group)
+            if outcome == "taken":
+                group = _suffixed(group)
+                outcome = cluster.create(group)
+                if outcome == "taken":
+                    raise RuntimeError(f"{_ident(group)} exists and holds another rule")
+            out["created" if outcome == "created" else "existing"].append(_ident(group))
+        cluster.label_rule(rule, {MIGRATED_LABEL: "true"})
+        out["migrated"].append(f"{rule['metadata']['namespace']}/{rule['metadata']['name']}")
+    return out
+
+
+def run(p: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, list[str]] = {"relabelled": [], "migrated": [], "created": [], "existing": []}
+    try:
+        cluster = Cluster()
+        if p["relabel"]:
+            result["relabelled"] = relabel(cluster)
+        if p["migrate"]:
+            result.update(migrate_all(cluster, p["namespace"]))
+    except Exception as exc:  # API errors become a task failure with their text
+        raise TaskFailed(f"{type(exc).__name__}: {exc}", **result) from exc
+    return {"changed": bool(result["relabelled"] or result["migrated"] or result["created"]), **result}

@@ -1,0 +1,25 @@
+"""ks_core_secret: create or complete Secret kubesphere-secret and the admin User (see installer.core_secret)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from installer.ansible_tasks import TaskFailed
+from installer.core_secret import ensure
+from installer.kube import api_client
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "module": {"type": "str", "required": True},
+    "namespace": {"type": "str", "required": True},
+    "jwt_secret": {"type": "str", "default": "", "no_log": True},
+    "admin_password": {"type": "str", "no_log": True},
+}
+SUPPORTS_CHECK_MODE = False
+
+
+def run(p: dict[str, Any]) -> dict[str, Any]:
+    try:
+        outcome = ensure(api_client(), p["namespace"], p["module"], p["jwt_secret"] or "", p["admin_password"])
+    except Exception as exc:  # API errors become a task failure; their text holds no secret values
+        raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    return {"changed": outcome.changed, "created": outcome.created, "changed_keys": outcome.changed_keys}

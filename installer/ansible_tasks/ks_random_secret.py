@@ -1,0 +1,27 @@
+"""ks_random_secret: ensure a Secret holds a key, generating a random value only if missing
+(installer.random_secret)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from installer.ansible_tasks import TaskFailed
+from installer.kube import api_client
+from installer.random_secret import ensure
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "module": {"type": "str", "required": True},
+    "namespace": {"type": "str", "required": True},
+    "name": {"type": "str", "required": True},
+    "key": {"type": "str", "required": True, "no_log": False},
+    "length": {"type": "int", "default": 15},
+}
+SUPPORTS_CHECK_MODE = False
+
+
+def run(p: dict[str, Any]) -> dict[str, Any]:
+    try:
+        outcome = ensure(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
+    except Exception as exc:  # API errors become a task failure; their text holds no secret values
+        raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    return {"changed": outcome.changed, "created": outcome.created, "added_keys": outcome.added_keys}

@@ -1,0 +1,35 @@
+"""ks_webhook_cert: ensure a serving certificate Secret (a generated CA + certificate; see installer.certs)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from installer.ansible_tasks import TaskFailed
+from installer.certs import Layout, ensure
+from installer.kube import api_client
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "module": {"type": "str", "required": True},
+    "namespace": {"type": "str", "required": True},
+    "service": {"type": "str", "required": True},
+    "renew_before_days": {"type": "int", "default": 30},
+    "secret": {"type": "str", "default": "ks-controller-manager-webhook-cert"},
+    "ca_name": {"type": "str", "default": "ks-controller-manager-ca"},
+    "cert_name": {"type": "str", "default": "ks-core-admission-webhook"},
+    "keys": {"type": "list", "elements": "str", "default": ["ca.crt", "tls.crt", "tls.key"], "no_log": False},
+    "type": {"type": "str", "default": "Opaque"},
+}
+SUPPORTS_CHECK_MODE = False
+
+
+def run(p: dict[str, Any]) -> dict[str, Any]:
+    if len(p["keys"]) != 3:
+        raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
+    try:
+        layout = Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"])
+        outcome = ensure(api_client(), p["namespace"], p["module"], p["service"],
+                         dt.timedelta(days=p["renew_before_days"]), layout)
+    except Exception as exc:  # API errors become a task failure; their text holds no key material
+        raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle}

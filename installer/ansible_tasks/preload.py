@@ -1,0 +1,65 @@
+"""What ansible-playbook's main process does once, before it forks a worker per task (the ``ks_preload`` callback).
+
+- Import the ``ks_*`` tasks' code (kubernetes, the engine's modules, the action plugins' base), so every worker has
+  it already.
+- Load the kubeconfig once: the certificate files kubernetes writes for it are then the main process's (removed
+  when it exits), and the workers reuse them. No API client or connection is made here.
+- Give each worker SIGTERM when the main process dies (ansible-runner's cancel and timeout SIGKILL its process
+  group, which the workers, each in a session of its own, are not in): a worker's SIGTERM handler ends it and its
+  own children, so no task goes on working for a cancelled run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import os
+import pkgutil
+import signal
+
+import installer.ansible_tasks
+from installer.kube import ApiUnavailable, api_client
+
+PR_SET_PDEATHSIG = 1
+_forking_parent = [0]
+_done = [False]
+
+
+def import_tasks() -> list[str]:
+    """Import every task module and the action plugins' base; their names."""
+    names = [m.name for m in pkgutil.iter_modules(installer.ansible_tasks.__path__) if m.name.startswith("ks_")]
+    for name in ["action", *names]:
+        importlib.import_module(f"installer.ansible_tasks.{name}")
+    return names
+
+
+def load_kubeconfig() -> None:
+    """The kubeconfig (or in-cluster config) loaded into kubernetes' default configuration; none is no error
+    here (the task that needs the cluster reports it)."""
+    with contextlib.suppress(ApiUnavailable):
+        api_client()
+
+
+def _remember_parent() -> None:
+    _forking_parent[0] = os.getpid()
+
+
+def _die_with_parent() -> None:
+    """In a forked child: SIGTERM when the process that forked it ends (Linux); ends at once if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != _forking_parent[0]:
+        os._exit(1)
+
+
+def preload() -> None:
+    if _done[0]:
+        return
+    _done[0] = True
+    import_tasks()
+    load_kubeconfig()
+    os.register_at_fork(before=_remember_parent, after_in_child=_die_with_parent)

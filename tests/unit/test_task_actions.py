@@ -1,0 +1,125 @@
+"""The ks_* tasks run in Ansible's worker process (action plugins beside the playbooks), with the results their
+modules give; the modules still work where no action plugin is found. No cluster: every task fails the same way."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from installer import ansible_tasks
+
+REPO = Path(__file__).resolve().parents[2]
+PLAYBOOKS = REPO / "playbooks"
+TASKS = sorted(p.stem for p in (PLAYBOOKS / "library").glob("ks_*.py"))
+PASSWORD = "Pw-never-shown-4711"
+#: Each task with the arguments it needs; without a cluster each one fails on its credentials.
+CALLS: dict[str, dict[str, Any]] = {
+    "ks_alert_rules": {},
+    "ks_core_secret": {"module": "ks-core", "namespace": "kubesphere-system", "admin_password": PASSWORD},
+    "ks_info": {"kind": "Namespace"},
+    "ks_manifest": {"module": "redis", "definition": [], "state": "absent"},
+    "ks_metadata": {"names": ["default"], "field_manager": "test"},
+    "ks_random_secret": {"module": "redis", "namespace": "kubesphere-system", "name": "s", "key": "k"},
+    "ks_rollout": {"namespace": "kubesphere-system", "deployments": ["ks-apiserver"], "value": "v"},
+    "ks_telemetry": {"url": "http://127.0.0.1:9/"},
+    "ks_webhook_cert": {"module": "ks-core", "namespace": "kubesphere-system", "service": "ks-controller-manager"},
+}
+KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "from-task-environment", "contexts": [],
+              "clusters": [], "users": []}
+
+
+def _tasks(kubeconfig: Path) -> list[dict[str, Any]]:
+    tasks: list[dict[str, Any]] = [{"name": name, name: args, "register": f"r_{name}", "ignore_errors": True}
+                                   for name, args in CALLS.items()]
+    tasks += [
+        {"name": "environment", "ks_info": {"kind": "Namespace"}, "environment": {"KUBECONFIG": str(kubeconfig)},
+         "register": "r_environment", "ignore_errors": True},
+        {"name": "hidden", "ks_core_secret": CALLS["ks_core_secret"], "no_log": True, "register": "r_hidden",
+         "ignore_errors": True},
+        {"name": "missing argument", "ks_rollout": {"namespace": "x", "value": "v"}, "register": "r_missing",
+         "ignore_errors": True},
+        {"name": "unknown argument", "ks_info": {"kind": "Namespace", "bogus": 1}, "register": "r_unknown",
+         "ignore_errors": True},
+        {"name": "check mode", "ks_manifest": CALLS["ks_manifest"], "check_mode": True, "register": "r_check"},
+        {"name": "check mode supported", "ks_info": {"kind": "Namespace"}, "check_mode": True,
+         "register": "r_check_info", "ignore_errors": True},
+        {"name": "retried", "ks_info": {"kind": "Namespace"}, "register": "r_retried", "until": "r_retried is success",
+         "retries": 1, "delay": 0, "ignore_errors": True},
+    ]
+    names = [t["register"] for t in tasks]
+    dump = "{{ {" + ", ".join(f"'{n}': {n}" for n in names) + "} | to_json }}"
+    return [*tasks, {"name": "results", "ansible.builtin.copy": {"content": dump, "dest": "{{ out }}"}}]
+
+
+def _run(play_dir: Path, out: Path, env: dict[str, str]) -> tuple[dict[str, Any], str]:
+    """Run the play in ``play_dir`` at -vvv; its registered results and its output."""
+    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-vvv", "-i", "localhost,",
+                           "-c", "local", "-e", f"ansible_python_interpreter={sys.executable}", "-e", f"out={out}",
+                           str(play_dir / "play.yaml")],
+                          env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def test_every_module_has_a_same_named_action_plugin_running_its_task() -> None:
+    assert sorted(CALLS) == TASKS
+    assert sorted(p.stem for p in (PLAYBOOKS / "action_plugins").glob("ks_*.py")) == TASKS
+    assert not list((REPO / "roles").glob("*/action_plugins")), "action plugins belong beside the playbooks"
+    for name in TASKS:
+        imported = {n.module for n in ast.walk(ast.parse((PLAYBOOKS / "action_plugins" / f"{name}.py").read_text()))
+                    if isinstance(n, ast.ImportFrom)} | {
+                    f"{n.module}.{a.name}" for n in ast.walk(ast.parse((PLAYBOOKS / "library" / f"{name}.py")
+                                                                       .read_text()))
+                    if isinstance(n, ast.ImportFrom) and n.module == ansible_tasks.__name__ for a in n.names}
+        assert f"{ansible_tasks.__name__}.{name}" in imported, name
+
+
+def test_tasks_run_in_the_worker_with_the_results_of_their_modules(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(KUBECONFIG))
+    play = yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": _tasks(kubeconfig)}])
+    env = {**os.environ, "KUBECONFIG": str(tmp_path / "missing"), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_HOME": str(tmp_path / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
+           "ANSIBLE_REMOTE_TMP": str(tmp_path / "remote")}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    # Beside the playbooks' plugin directories, as the engine runs them.
+    actions = tmp_path / "actions"
+    actions.mkdir()
+    for plugins in ("action_plugins", "callback_plugins"):
+        (actions / plugins).symlink_to(PLAYBOOKS / plugins)
+    (actions / "play.yaml").write_text(play)
+    # Elsewhere, the modules alone.
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "play.yaml").write_text(play)
+
+    in_worker, shown = _run(actions, tmp_path / "actions.json", env)
+    as_modules, modules_shown = _run(modules, tmp_path / "modules.json",
+                                     {**env, "ANSIBLE_LIBRARY": str(PLAYBOOKS / "library")})
+
+    assert not re.findall(r"Using module file \S*/ks_\w+\.py", shown), "a ks_* task ran as a module"
+    assert sorted(set(re.findall(r"Using module file \S*/library/(ks_\w+)\.py", modules_shown))) == TASKS
+    assert in_worker == as_modules
+    missing = "ApiUnavailable: no Kubernetes credentials: Invalid kube-config file. No configuration found."
+    for name in TASKS:
+        assert in_worker[f"r_{name}"]["msg"] == missing, name
+    assert "from-task-environment" in in_worker["r_environment"]["msg"]
+    assert in_worker["r_missing"]["msg"] == "missing required arguments: deployments"
+    assert in_worker["r_unknown"]["msg"].startswith("Unsupported parameters for (ks_info) module: bogus.")
+    assert in_worker["r_check"] == {"changed": False, "failed": False, "skipped": True,
+                                    "msg": "remote module (ks_manifest) does not support check mode"}
+    assert in_worker["r_check_info"]["msg"] == missing
+    assert "attempts" in in_worker["r_retried"]
+    assert "Module failed: " + missing in shown
+    for output in (shown, modules_shown):
+        assert PASSWORD not in output
+        assert '"admin_password": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"' in output
+        assert "the output has been hidden due to the fact that 'no_log: true' was specified" in output
