@@ -25,6 +25,8 @@ from installer.spec import Spec, get
 
 #: The installer's Ansible modules, beside the playbooks.
 LIBRARY_DIR = "library"
+#: Action plugins named like the modules they run in Ansible's own process (the same task code).
+ACTION_DIR = "action_plugins"
 ENGINE_PACKAGE = "installer"
 ENGINE_DIR = Path(__file__).resolve().parent
 _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
@@ -144,12 +146,14 @@ def _digest_paths(paths: list[Path]) -> str:
 
 
 def code_files(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> list[Path]:
-    """Everything the module's install runs: playbook, roles, Ansible modules and the engine code they import."""
+    """Everything the module's install runs: playbook, roles, Ansible modules, the action plugins that run them and
+    the engine code they import."""
     playbook = playbooks_dir / module.playbook
     roles = [roles_dir / r for r in roles_used(playbook, roles_dir)]
     library = library_used(playbook, roles, playbooks_dir / LIBRARY_DIR)
+    actions = [a for m in library if (a := playbooks_dir / ACTION_DIR / m.name).is_file()]
     plugins = [p for r in roles for p in sorted(r.rglob("*.py"))]
-    return [playbook, *roles, *library, *engine_code(library + plugins, engine_dir)]
+    return [playbook, *roles, *library, *actions, *engine_code(library + actions + plugins, engine_dir)]
 
 
 @cache

@@ -117,3 +117,25 @@ def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkey
     fingerprint.files_digest.cache_clear()  # (a hook run is a new process; this test is one)
     second = fingerprint.DigestCache(cache_file, playbooks, roles)(redis)
     assert second != first and second == fingerprint.files_digest(redis, playbooks, roles)
+
+
+def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path) -> None:
+    """The ks_* tasks run as action plugins: a change to one re-runs exactly the modules whose tasks call it,
+    and a change to their shared base re-runs every module that calls any of them."""
+    import shutil
+
+    engine, playbooks = tmp_path / "installer", tmp_path / "playbooks"
+    shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "playbooks", playbooks, ignore=shutil.ignore_patterns("__pycache__"))
+    roles = REPO / "roles"
+    before = _digests(playbooks, roles, engine)
+
+    plugin = playbooks / "action_plugins" / "ks_rollout.py"
+    plugin.write_text(plugin.read_text() + "\n# changed\n")
+    after = _digests(playbooks, roles, engine)
+    assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]
+
+    base = engine / "ansible_tasks" / "action.py"
+    base.write_text(base.read_text() + "\n# changed\n")
+    again = _digests(playbooks, roles, engine)
+    assert {"ks-core", "monitoring", "gatekeeper", "ks-config"} <= {m for m in after if after[m] != again[m]}
