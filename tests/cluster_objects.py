@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -12,6 +13,8 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer.settings import MODULE_LABEL
+
+T = TypeVar("T")
 
 KINDS = (
     ("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"), ("v1", "ServiceAccount"),
@@ -76,3 +79,15 @@ def delete_webhooks(api: client.ApiClient, module: str) -> None:
     for webhook in admission.list_validating_webhook_configuration(label_selector=selector).items:
         with contextlib.suppress(ApiException):
             admission.delete_validating_webhook_configuration(webhook.metadata.name)
+
+
+def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "condition") -> T:
+    """Poll ``probe`` until it returns something truthy; AssertionError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.2)

@@ -47,8 +47,7 @@ def client_loaded(proc: subprocess.CompletedProcess[str]) -> bool:
     return any(re.search(r"\|\s+kubernetes$", line.rstrip()) for line in proc.stderr.splitlines())
 
 
-def test_noop_edit_is_settled_from_the_snapshots(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path: Path) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     # An edit that changes no input (2Gi is the default): a new generation, nothing to run.

@@ -49,11 +49,6 @@ UPSTREAM_OBJECTS = [
 ]
 
 
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
-
 
 @pytest.fixture
 def mon(installer: Installer) -> Iterator[Installer]:

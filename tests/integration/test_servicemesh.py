@@ -44,11 +44,6 @@ KINDS = (("v1", "Namespace"), ("v1", "Secret"), ("v1", "ConfigMap"), ("v1", "Ser
          ("jaegertracing.io/v1", "Jaeger"), ("kiali.io/v1alpha1", "Kiali"))
 
 
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
-
 
 def _spec(**servicemesh: Any) -> dict[str, Any]:
     return {"servicemesh": {"enabled": True, **servicemesh}, "common__opensearch": STORE}

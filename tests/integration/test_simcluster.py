@@ -7,12 +7,11 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
+from cluster_objects import eventually
 from kubernetes import client
 from simcluster import (
     KWOK_NODE_ANNOTATION,
@@ -29,19 +28,7 @@ from simcluster import (
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
 
-
-def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "condition") -> T:
-    """Poll ``probe`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def test_custom_object_spec_and_status_subresource(widgets: Any, namespace: str) -> None:
