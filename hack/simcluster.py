@@ -264,7 +264,7 @@ def loopback_addresses() -> set[str]:
 def add_loopback(ip: str) -> bool:
     """Put ``ip``/32 on ``lo`` (there already is fine); whether it is there."""
     proc = _ip("addr", "add", f"{ip}/32", "dev", "lo")
-    return proc is not None and (proc.returncode == 0 or "File exists" in proc.stderr)
+    return proc is not None and (proc.returncode == 0 or ip in loopback_addresses())
 
 
 def remove_loopback(ip: str) -> None:
