@@ -22,10 +22,19 @@ pytestmark = pytest.mark.cluster
 
 def test_sigterm_ends_the_wait_for_the_console(platform: Installer, sim_cluster: SimCluster) -> None:
     installer = platform
-    # The console cannot become Available: its new pods fit no node. The installer re-applies it on its next
-    # drift check (the next test's platform reset does).
+    # The console cannot become Available: its new pods fit no node. The field belongs to another manager (as a
+    # user's `kubectl patch` would), so the installer's apply keeps it: the test takes it back itself.
     sim_cluster.kubectl("-n", NAMESPACE, "patch", "deployment", "ks-console", "--type=merge", "-p",
                         json.dumps({"spec": {"template": {"spec": {"nodeSelector": {"ks-test/no-such-node": "x"}}}}}))
+    try:
+        _stop_while_waiting(installer)
+    finally:
+        sim_cluster.kubectl("-n", NAMESPACE, "patch", "deployment", "ks-console", "--type=json", "-p", json.dumps(
+            [{"op": "remove", "path": "/spec/template/spec/nodeSelector/ks-test~1no-such-node"}]))
+        sim_cluster.kubectl("-n", NAMESPACE, "rollout", "status", "deployment/ks-console", "--timeout=120s")
+
+
+def _stop_while_waiting(installer: Installer) -> None:
     running = installer.results.parent / "playbooks" / "kubesphere_running"
     running.unlink(missing_ok=True)  # a restarted pod: nothing to run, but the console is announced again
     proc = subprocess.Popen([sys.executable, "-m", "installer", "reconcile"],
