@@ -359,6 +359,10 @@ class Gatekeeper(Component):
     MUTATING = ("mwc", "gatekeeper-mutating-webhook-configuration")
     LOOKAHEAD = dt.timedelta(days=90)
 
+    def __init__(self, kube: Kube, cache: dict[str, Informer]) -> None:
+        super().__init__(kube, cache)
+        self._valid: dict[str, tuple[str | None, dt.date]] = {}  # namespace: the Secret version found valid
+
     def reconcile(self) -> None:
         done: set[str] = set()
         for pod in self.items("pod"):
@@ -381,10 +385,11 @@ class Gatekeeper(Component):
             return  # the rotator needs the Secret to exist
         data = {k: unb64(v) for k, v in (secret.get("data") or {}).items()}
         dns_name, at = f"{self.SERVICE}.{ns}.svc", dt.datetime.now(dt.UTC) + self.LOOKAHEAD
-        ca_ok = valid_cert(data.get("ca.crt", b""), data.get("ca.crt", b""), data.get("ca.key", b""),
-                           self.CA_NAME, at)
-        if not ca_ok or not valid_cert(data.get("ca.crt", b""), data.get("tls.crt", b""), data.get("tls.key", b""),
-                                       dns_name, at):
+        version = (secret["metadata"].get("resourceVersion"), at.date())
+        ca_ok = self._valid.get(ns) == version or valid_cert(
+            data.get("ca.crt", b""), data.get("ca.crt", b""), data.get("ca.key", b""), self.CA_NAME, at)
+        if not ca_ok or (self._valid.get(ns) != version and not valid_cert(
+                data.get("ca.crt", b""), data.get("tls.crt", b""), data.get("tls.key", b""), dns_name, at)):
             if ca_ok:
                 ca = (x509.load_pem_x509_certificate(data["ca.crt"]),
                       serialization.load_pem_private_key(data["ca.key"], password=None))
@@ -400,6 +405,7 @@ class Gatekeeper(Component):
             what = "server certificate" if ca_ok else "CA and server certificate"
             self.update("secret", secret, "manager", f"wrote {what} into Secret {ns}/{self.SECRET}")
             return  # the caBundle follows from the updated Secret in the next round
+        self._valid[ns] = version  # checking the pair again on every event costs a core
         bundle = b64(data["ca.crt"])
         for kind, name in webhooks:
             obj = self.cache[kind].items.get(f"/{name}")
@@ -422,6 +428,7 @@ class _Istiod:
     pair: Pair
     validation_ready: bool = False
     last_check: float = 0.0
+    source: str = ""  # the Secret and resourceVersion the CA was read from
 
 
 class Istiod(Component):
@@ -471,6 +478,11 @@ class Istiod(Component):
     def _state(self, ns: str, rev: str) -> _Istiod | None:
         plugged = self.cache["secret"].items.get(f"{ns}/{self.PLUGGED}")
         secrets = self.cache["secret"].items
+        found = plugged if plugged is not None else secrets.get(f"{ns}/{self.CA_SECRET}")
+        source = f"{Informer.key(found)}@{found['metadata'].get('resourceVersion')}" if found is not None else ""
+        state = self.revisions.get((ns, rev))
+        if state is not None and source and state.source == source:
+            return state  # parsing the CA key again on every event costs a core
         if plugged is not None:
             data = {k: unb64(v) for k, v in (plugged.get("data") or {}).items()}
             cert_pem, key_pem = data.get("ca-cert.pem", b""), data.get("ca-key.pem", b"")
@@ -498,14 +510,14 @@ class Istiod(Component):
             ca = (x509.load_pem_x509_certificate(cert_pem), serialization.load_pem_private_key(key_pem, None))
         except ValueError:
             return None  # istiod would not start with an unreadable CA
-        state = self.revisions.get((ns, rev))
         if state is not None and state.ca[0] == ca[0] and state.root == root:
+            state.source = source
             return state
         hosts = [f"istiod-{rev}.{ns}.svc"] if rev != "default" else []
         hosts += [f"{h}.{ns}.svc" for h in ("istiod", "istiod-remote", "istio-pilot")]
         cert, key = issue(x509.Name([]), hosts, ca, 365, server_only=False)
         pair = Pair(_pem(cert) + tail, _rsa_pem(key), frozenset(hosts), f"istiod {ns}/{rev} (in memory)")
-        self.revisions[(ns, rev)] = state = _Istiod(ca, root, tail, pair)
+        self.revisions[(ns, rev)] = state = _Istiod(ca, root, tail, pair, source=source)
         log(f"istiod {ns}/{rev}: serving certificate for {', '.join(hosts)} from "
             f"{'Secret ' + self.PLUGGED if plugged is not None else 'its CA'}")
         return state
