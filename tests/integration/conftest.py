@@ -190,8 +190,13 @@ def installer_crd(sim_cluster: Any) -> None:
 
 
 @pytest.fixture
-def installer(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None, tmp_path: Path) -> Iterator[Installer]:
-    """The engine with no record of anything installed and no cc: the test's first reconcile is a first install."""
+def installer(request: pytest.FixtureRequest, sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None,
+              tmp_path: Path) -> Iterator[Installer]:
+    """The engine with no record of anything installed and no cc: the test's first reconcile is a first install.
+    A test marked ``platform`` gets :func:`platform` instead: the default platform, installed and recorded."""
+    if request.node.get_closest_marker("platform"):
+        yield request.getfixturevalue("platform")
+        return
     _reset(kube_api)
     yield Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "results")
     _reset(kube_api)

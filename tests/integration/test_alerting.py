@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-monitoring-system"
 MON = ("monitoring.coreos.com", "v1")
 ALERTING = ("alerting.kubesphere.io", "v2beta1")
@@ -32,12 +32,6 @@ WORKLOAD_RULE = {"alert": "test-web-memory", "expr": "namespace:workload_memory_
                  "annotations": {"kind": "Deployment", "resources": '["web"]', "rules":
                                  '[{"_metricType":"namespace:workload_memory_usage:sum{$1}","condition_type":">",'
                                  '"thresholds":"2","unit":"Mi"}]'}}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def prometheus_rule(name: str, namespace: str, labels: dict[str, str], *rules: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import Installer, between_cleanups
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-logging-system"
 OPERATOR = "kube-auditing-operator"
 GROUP, VERSION = "auditing.kubesphere.io", "v1alpha1"
@@ -33,12 +33,6 @@ CUSTOM = {(GROUP, VERSION, "webhooks", None, "kube-auditing-webhook"),
           (LOGGING_GROUP, LOGGING_VERSION, "filters", NS, "filter-auditing"),
           (LOGGING_GROUP, LOGGING_VERSION, "outputs", NS, "opensearch-auditing")}
 STORE = {"enabled": True, "externalOpensearchHost": "search.example.com"}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _spec(enabled: bool = True, **auditing: Any) -> dict[str, Any]:

@@ -15,14 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubeedge"
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def edge(enabled: bool = True, **cloud_core: object) -> dict[str, object]:

@@ -23,7 +23,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import Installer, between_cleanups
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-logging-system"
 OPERATOR = "ks-events-operator"
 ADMISSION = "ks-events-admission"
@@ -48,12 +48,6 @@ PIPELINE = {(LOGGING_GROUP, LOGGING_VERSION, "fluentbits", "fluent-bit"),
 
 
 LOG_USERS = ("auditing", "events", "logging")
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _spec(enabled: bool = True, **events: Any) -> dict[str, Any]:

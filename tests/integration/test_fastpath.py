@@ -19,7 +19,7 @@ from installer.settings import NAMESPACE, STATE_SECRET
 
 from .conftest import REPO, Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
 
 

@@ -20,7 +20,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import REPO, Installer, between_cleanups
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-logging-system"
 GROUP, VERSION = "logging.kubesphere.io", "v1alpha2"
 PLURALS = ("filters", "fluentbits", "fluentbitconfigs", "inputs", "outputs", "parsers")
@@ -36,12 +36,6 @@ PIPELINE = {("fluentbits", "fluent-bit"), ("fluentbitconfigs", "fluent-bit-confi
 LOGGING_ON = {"logging": {"enabled": True}, "common__opensearch": {"enabled": False}}
 LOGGING_OFF = {"logging": {"enabled": False}, "common__opensearch": {"enabled": False}}
 OTHER_INPUT = "tail-from-another-module"
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _clean(api: client.ApiClient) -> None:

@@ -10,7 +10,7 @@ from kubernetes import client
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "gatekeeper-system"
 WEBHOOK = "gatekeeper-validating-webhook-configuration"
 DEPLOYMENTS = ("gatekeeper-controller-manager", "gatekeeper-audit")
@@ -18,12 +18,6 @@ TEMPLATE = {"apiVersion": "templates.gatekeeper.sh/v1beta1", "kind": "Constraint
             "metadata": {"name": "k8srequiredlabels"},
             "spec": {"crd": {"spec": {"names": {"kind": "K8sRequiredLabels"}}},
                      "targets": [{"target": "admission.k8s.gatekeeper.sh", "rego": "package k8srequiredlabels"}]}}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def webhooks(api: client.ApiClient) -> set[str]:

@@ -21,7 +21,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import Installer, between_cleanups
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-logging-system"
 GROUP, VERSION = "logging.kubesphere.io", "v1alpha2"
 WEBHOOK = "logsidecar-injector-admission-mutate"
@@ -36,12 +36,6 @@ INJECTOR = {f"{kind}/{NS}/{name}" for kind, name in (
     ("Deployment", DEPLOY), ("Secret", CERTS))}
 EXTERNAL = {"enabled": True, "externalOpensearchHost": "search.example.com", "externalOpensearchPort": 9201}
 OTHER_INPUT = "tail-events-of-another-module"
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def spec(enabled: bool = True, sidecar: bool = True, replicas: int = 1) -> dict[str, Any]:

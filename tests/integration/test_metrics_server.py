@@ -27,7 +27,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 REPO = Path(__file__).resolve().parents[2]
 NS = "kube-system"
 APISERVICE = "v1beta1.metrics.k8s.io"
@@ -40,12 +40,6 @@ OBJECTS = {
 }
 ON: dict[str, Any] = {"metrics_server": {"enabled": True}}
 OFF: dict[str, Any] = {"metrics_server": {"enabled": False}}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def apiservice(api: client.ApiClient) -> dict[str, Any] | None:

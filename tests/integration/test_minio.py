@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .conftest import REPO, Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-system"
 SECRET = "minio"
 JOB = "minio-make-bucket-job"
@@ -32,12 +32,6 @@ SKIPPED = ("ks-core", "ks-config", "monitoring", "openpitrix")
 STORE = {"store": {"enabled": True}}
 S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableSSL": True,
       "forcePathStyle": True, "accessKeyID": "ak", "secretAccessKey": "sk"}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _clean(api: client.ApiClient) -> None:

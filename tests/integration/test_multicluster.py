@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kube-federation-system"
 KS = "kubesphere-system"
 DEPLOYMENTS = [(NS, "kubefed-controller-manager"), (NS, "kubefed-admission-webhook"), (KS, "tower")]
@@ -31,12 +31,6 @@ CERT = "kubefed-admission-webhook-serving-cert"
 WORKSPACE = {"apiVersion": "types.kubefed.io/v1beta1", "kind": "FederatedWorkspace",
              "metadata": {"name": "ks-test-workspace"}, "spec": {"placement": {"clusterSelector": {}}}}
 CLUSTER = {"apiVersion": "cluster.kubesphere.io/v1alpha1", "kind": "Cluster", "spec": {"connection": {"type": "proxy"}}}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def join(api: client.ApiClient, name: str, labels: dict[str, str] | None = None) -> None:

@@ -13,19 +13,13 @@ from kubernetes import client
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-system"
 SECRET = "openldap-secret"
 PVC = "openldap-pvc-openldap-0"
 WORKLOAD = {"ConfigMap/kubesphere-system/openldap-bootstrap", "Service/kubesphere-system/openldap",
             "StatefulSet/kubesphere-system/openldap"}
 KEPT = {f"Secret/{NS}/{SECRET}"}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _clean(api: client.ApiClient) -> None:

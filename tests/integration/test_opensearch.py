@@ -18,7 +18,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-logging-system"
 MASTER, DATA = "opensearch-cluster-master", "opensearch-cluster-data"
 CURATOR = "opensearch-logging-curator-opensearch-curator"
@@ -35,12 +35,6 @@ PVCS = {f"{MASTER}-{MASTER}-0", f"{DATA}-{DATA}-0", f"{DATA}-{DATA}-1"}
 # What else a change of common.opensearch may re-run: the modules that read it (the log consumers' output
 # settings and kubesphere-config's logging section).
 READERS = {"opensearch", "logging", "ks-config"}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _spec(**opensearch: Any) -> dict[str, Any]:

@@ -14,17 +14,11 @@ from kubernetes.client.exceptions import ApiException
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 WEAVE = "weave"
 S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableSSL": True,
       "forcePathStyle": True, "accessKeyID": "ak", "secretAccessKey": "sk"}
 REPO = ("application.kubesphere.io", "v1alpha1", "helmrepos", "builtin-stable")
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def kubesphere_yaml(installer: Installer) -> str:

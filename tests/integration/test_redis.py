@@ -12,7 +12,7 @@ from kubernetes import client
 
 from .conftest import Installer, between_cleanups
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-system"
 SECRET = "redis-secret"
 HA_PVCS = [f"data-redis-ha-server-{i}" for i in range(3)]
@@ -23,12 +23,6 @@ HA = {f"{NS}/{n}" for n in (
     "Service/redis-ha-announce-2", "ServiceAccount/redis-ha", "ServiceAccount/redis-ha-haproxy",
     "StatefulSet/redis-ha-server")}
 KEPT = {f"{NS}/Secret/{SECRET}"}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _refs(names: set[str]) -> set[str]:

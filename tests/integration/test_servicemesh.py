@@ -24,7 +24,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "istio-system"
 DEPLOYMENTS = ("istiod-1-14-6", "jaeger-operator", "kiali-operator")
 WEBHOOKS = {("MutatingWebhookConfiguration", "istio-sidecar-injector-1-14-6"),
