@@ -121,6 +121,8 @@ class Snapshot:
     """How long the reconcile took."""
     failure: str | None = None
     """Why the reconcile did not succeed (see :func:`failure`), None when it did."""
+    crds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Every CRD as the API server serves it, by name."""
 
 
 def _resource(dyn: DynamicClient, api_version: str, kind: str) -> Any:
@@ -192,6 +194,8 @@ def snapshot(installer: Installer, group: str) -> Snapshot:
     for stem, inv in INVENTORY.items():
         if group_of(stem) == group:
             snap.found.update({ref(o): _label(dyn, o) for o in inv["objects"]})
+    snap.crds = {c.metadata.name: installer.api.sanitize_for_serialization(c)
+                 for c in client.ApiextensionsV1Api(installer.api).list_custom_resource_definition().items}
     return snap
 
 
@@ -252,6 +256,38 @@ def test_parity(snapshots: Snapshots, stem: str) -> None:
         + "".join(f"  upstream object not applied: {p}\n" for p in problems)
         + "".join(f"  labelled but not upstream's nor an explained extra: {e}\n" for e in extras)
         + "".join(f"  documented gap that is now applied (remove it from expectations.yaml): {s}\n" for s in stale))
+
+
+CRD_FACTS: dict[str, Any] = json.loads((PARITY / "crd_columns.json").read_text())["crds"]
+
+
+def _columns(version: dict[str, Any]) -> list[list[Any]]:
+    """A served version's printer columns in crd_columns.json's shape: [name, type, jsonPath, priority(,
+    description)] (none of upstream's columns has a ``format``: one of ours would show as a difference)."""
+    return [[c["name"], c["type"], c["jsonPath"], c.get("priority", 0)]
+            + ([c["description"]] if c.get("description") else [])
+            + ([{"format": c["format"]}] if "format" in c else [])
+            for c in version.get("additionalPrinterColumns", [])]
+
+
+def test_crds_show_what_upstreams_showed(snapshots: Snapshots) -> None:
+    """What `kubectl get` shows of every CRD upstream applied, as the API server serves it after the all-modules
+    reconcile: the printer columns of each served version, short names and categories (tests/parity/README.md)."""
+    snap = snapshots["all"]
+    assert snap.failure is None, "the all-modules reconcile failed (test_one_change_reconciles)"
+    problems = []
+    for name, expected in sorted(CRD_FACTS.items()):
+        crd = snap.crds.get(name)
+        if crd is None:
+            problems.append(f"{name}: not applied")
+            continue
+        spec = crd["spec"]
+        shown = {"versions": {v["name"]: _columns(v) for v in spec["versions"] if v.get("served", True)},
+                 "shortNames": spec["names"].get("shortNames", []),
+                 "categories": spec["names"].get("categories", [])}
+        problems += [f"{name} {key}: {shown[key]} (upstream: {expected[key]})"
+                     for key in ("versions", "shortNames", "categories") if shown[key] != expected[key]]
+    assert not problems, "\n".join(problems)
 
 
 def _pod_running(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 90) -> None:
