@@ -256,7 +256,7 @@ MODULES: tuple[Module, ...] = (
             "common.s3", "common.notification", "devops.enabled", "devops.sonarqube", "network",
             "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
-            "edgeruntime.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
+            "edgeruntime.enabled", "edgeruntime.kubeedge.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
            ("ks-core", "minio"), workloads=False, console=True, images=_config_images),
     # Istio's monitors go into servicemesh's istio-system: after servicemesh, which creates (and owns) it.
     Module("monitoring", always,
@@ -269,7 +269,8 @@ MODULES: tuple[Module, ...] = (
     Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key="auditing",
            images=("auditing_operator", "auditing_webhook")),
-    Module("devops", flag("devops.enabled"), ("devops", "persistence.storageClass", "common.s3"),
+    Module("devops", flag("devops.enabled"),
+           ("devops", "persistence.storageClass", "common.s3", "servicemesh.enabled"),
            ("ks-core", "openldap", "minio", "monitoring"), status_key="devops", images=_devops_images),
     Module("events", flag("events.enabled"), ("events", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key=(("events.ruler", _events_ruler), ("events", always)),

@@ -27,7 +27,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import REPO, Installer
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS, WORKER, ARGO = "kubesphere-devops-system", "kubesphere-devops-worker", "argocd"
 S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableSSL": True, "forcePathStyle": True,
       "accessKeyID": "ak", "secretAccessKey": "sk"}
@@ -36,12 +36,6 @@ S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableS
 SKIPPED = ("preinstall", "ks-core", "ks-config", "monitoring")
 MONITOR_CRDS = {"servicemonitors": "ServiceMonitor", "prometheusrules": "PrometheusRule"}
 KEPT_SECRETS = {f"Secret/{NS}/devops-jenkins", f"Secret/{NS}/s2i-webhook-server-cert"}
-
-
-@pytest.fixture
-def installer(platform: Installer) -> Installer:
-    """The tests here start from the default platform, installed and recorded (conftest.platform)."""
-    return platform
 
 
 def _playbooks(tmp_path: Path) -> Path:

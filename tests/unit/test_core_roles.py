@@ -22,7 +22,8 @@ ALL_ON = {
     "devops": {"enabled": True, "sonarqube": {"externalSonarUrl": "http://sonar.example.com",
                                               "externalSonarToken": "tok"}},
     "logging": {"enabled": True}, "events": {"enabled": True}, "auditing": {"enabled": True},
-    "alerting": {"enabled": True}, "servicemesh": {"enabled": True}, "edgeruntime": {"enabled": True},
+    "alerting": {"enabled": True}, "servicemesh": {"enabled": True},
+    "edgeruntime": {"enabled": True, "kubeedge": {"enabled": True}},
     "openpitrix": {"store": {"enabled": True}},
     "network": {"networkpolicy": {"enabled": True}, "ippool": {"type": "calico"},
                 "topology": {"type": "weave-scope"}},
@@ -59,6 +60,7 @@ CONFIG: dict[str, dict[str, Any]] = {
                                                       "basicAuth": {"enabled": False}}}},
     "internal_es": {"auditing": {"enabled": True}, "common": {"es": {"enabled": True}}},
     "member": {"multicluster": {"clusterRole": "member"}},
+    "edge_without_kubeedge": {"edgeruntime": {"enabled": True}},
     "internal_minio": {"devops": {"enabled": True}, "openpitrix": {"store": {"enabled": True}}},
     # values validation refuses, rendered anyway: they must stay values, never become YAML keys
     "hostile": {"terminal": {"timeout": "1\ninjected: true"},
@@ -180,8 +182,11 @@ def test_core_spec_settings(out: Path) -> None:
     assert apiserver["tolerations"] == [{"operator": "Exists"}]
     assert apiserver["containers"][0]["image"] == \
         "registry.cn-beijing.aliyuncs.com/kubesphereio/ks-apiserver:v3.4.1"
-    assert {"name": "KUBESPHERE_REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {
-        "name": "redis-secret", "key": "auth", "optional": True}}} in apiserver["containers"][0]["env"]
+    for reader in (apiserver, controller):  # kubesphere.yaml's cache.options.password, as upstream's chart sets it
+        env = reader["containers"][0]["env"]
+        assert {"name": "KUBESPHERE_CACHE_OPTIONS_PASSWORD", "valueFrom": {"secretKeyRef": {
+            "name": "redis-secret", "key": "auth", "optional": True}}} in env
+        assert not [e for e in env if e["name"] == "KUBESPHERE_REDIS_PASSWORD"]  # no key of kubesphere.yaml
     assert {"name": "x", "emptyDir": {}} in console["volumes"]
     assert {"name": "x", "mountPath": "/x"} in console["containers"][0]["volumeMounts"]
     service = objects[("Service", "ks-console")]["spec"]
@@ -222,12 +227,16 @@ def test_default_config(out: Path) -> None:
 
 def test_every_section(out: Path) -> None:
     cfg = config(out, "all_on")
-    assert {"ldap", "redis", "s3", "devops", "sonarQube", "servicemesh", "openpitrix", "logging", "events", "auditing",
+    assert {"ldap", "cache", "s3", "devops", "sonarQube", "servicemesh", "openpitrix", "logging", "events", "auditing",
             "alerting", "edgeruntime"} <= cfg.keys()
     auth = cfg["authentication"]
     assert auth["maximumClockSkew"] == "20s" and auth["kubectlImage"] == "reg.local/kubesphere/kubectl:v1.22.0"
     assert auth["oauthOptions"]["accessTokenMaxAge"] == "1h" and auth["oauthOptions"]["clients"]
-    assert cfg["redis"]["host"] == "redis.kubesphere-system.svc"
+    # ks-apiserver v3.4.1 reads the cache section (a `redis:` key would leave it on an in-memory cache per replica)
+    assert "redis" not in cfg
+    assert cfg["cache"] == {"type": "redis", "options": {"host": "redis.kubesphere-system.svc", "port": 6379,
+                                                         "password": "KUBESPHERE_CACHE_OPTIONS_PASSWORD", "db": 0}}
+    assert cfg["edgeruntime"] == {"endpoint": "http://edgeservice.kubeedge.svc/api/"}
     # the manager password is openldap's generated one, read by ks-apiserver from openldap-secret
     assert cfg["ldap"]["managerPassword"] == "KUBESPHERE_LDAP_MANAGERPASSWORD"
     assert cfg["s3"] == {"endpoint": "https://s3.example.com", "region": "us-east-1", "disableSSL": True,
@@ -289,6 +298,11 @@ def test_member_cluster(out: Path) -> None:
     cfg = config(out, "member")
     assert cfg["multicluster"] == {"clusterRole": "member", "enable": False}
     assert cfg["authentication"]["oauthOptions"]["accessTokenMaxAge"] == 0
+
+
+def test_edgeruntime_section_only_with_kubeedge(out: Path) -> None:
+    # As upstream: ks-apiserver proxies to KubeEdge's edgeservice, which only edgeruntime.kubeedge deploys.
+    assert "edgeruntime" not in config(out, "edge_without_kubeedge")
 
 
 # --------------------------------------------------------------------------------------------- preinstall

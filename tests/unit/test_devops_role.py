@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ ON: dict[str, Any] = {"devops": {"enabled": True}}
 ZONE = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}
 S3 = {"endpoint": "https://s3.example.com", "region": "eu-west-1", "disableSSL": False, "forcePathStyle": True,
-      "accessKeyID": "AK", "secretAccessKey": "SK", "openpitrixBucket": "apps"}
+      "accessKeyID": "given-s3-ak", "secretAccessKey": "given-s3-sk", "openpitrixBucket": "apps"}
 # What tasks/main.yaml reads from a cluster (for the "live" scenario).
 LIVE = {"ks_devops_jwt_secret": "jwt-key", "ks_devops_admin_token": "admin.token",
         "ks_devops_minio_keys": {"accessKeyID": "minio-ak", "secretAccessKey": "minio-sk"},
@@ -36,7 +37,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                           "nodeSelector": {"pool": "devops"}, "tolerations": [{"key": "devops", "operator": "Exists"}]},
                "persistence": {"storageClass": "fast"}, "nodeSelector": {"pool": "infra"}, "affinity": ZONE},
     "global": {**ON, "nodeSelector": {"pool": "infra"}, "tolerations": [{"operator": "Exists"}], "affinity": ZONE,
-               "local_registry": "registry.local:5000", "common": {"s3": S3}},
+               "local_registry": "registry.local:5000", "common": {"s3": S3}, "servicemesh": {"enabled": True}},
     "live": ON,
 }
 # Ensured by tasks/main.yaml, not rendered: Secrets devops-jenkins (the admin password created once, the LDAP manager
@@ -234,3 +235,83 @@ def test_crds_and_templates(rendered: dict[str, Objects]) -> None:
     step = find(objects, "ClusterStepTemplate", "cd")
     assert step["metadata"]["labels"] == {"step.devops.kubesphere.io/category": "Container"}
     assert step["spec"]["template"].endswith("}\n")
+
+
+def _config(objects: Objects) -> dict[str, Any]:
+    return yaml.safe_load(find(objects, "ConfigMap", "devops-config")["data"]["kubesphere.yaml"])
+
+
+def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}.{key}" if path else key)
+    else:
+        yield path, value
+
+
+def test_devops_config_ldap_section(rendered: dict[str, Objects]) -> None:
+    # Chart ks-devops 0.2.2's section, naming the openldap module's directory; the password by its variable only.
+    for objects in rendered.values():
+        assert _config(objects)["ldap"] == {
+            "host": "openldap.kubesphere-system.svc:389", "managerDN": "cn=admin,dc=kubesphere,dc=io",
+            "managerPassword": "KUBESPHERE_LDAP_MANAGERPASSWORD", "userSearchBase": "ou=Users,dc=kubesphere,dc=io",
+            "groupSearchBase": "ou=Groups,dc=kubesphere,dc=io"}
+
+
+def test_variables_devops_config_names_come_from_secrets(rendered: dict[str, Objects]) -> None:
+    """A value of devops-config that names a variable (KUBESPHERE_<KEY_PATH>, KubeSphere's convention) is that
+    key's path, and every Deployment that mounts devops-config gets it from a key of a Secret the role ensures."""
+    main = yaml.safe_load((REPO / "roles/devops/tasks/main.yaml").read_text())
+    jenkins_secret = next(t for t in main if t["name"].startswith("DevOps | Apply Secret"))
+    definition = jenkins_secret["ks_manifest"]["definition"]
+    assert "'name': ks_devops_jenkins_secret" in definition
+    for scenario, objects in rendered.items():
+        named = {value: path for path, value in _leaves(_config(objects))
+                 if isinstance(value, str) and value.startswith("KUBESPHERE_")}
+        assert named == {"KUBESPHERE_LDAP_MANAGERPASSWORD": "ldap.managerPassword"}, scenario
+        for variable, path in named.items():
+            assert variable == "KUBESPHERE_" + path.upper().replace(".", "_")
+        readers = [o for o in objects if o["kind"] == "Deployment" and any(
+            (v.get("configMap") or {}).get("name") == "devops-config"
+            for v in o["spec"]["template"]["spec"].get("volumes", []))]
+        assert {o["metadata"]["name"] for o in readers} == {"devops-apiserver", "devops-controller"}, scenario
+        for deployment in readers:
+            for container in deployment["spec"]["template"]["spec"]["containers"]:
+                env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in container.get("env", [])}
+                for variable in named:
+                    ref = env[variable]
+                    assert ref == {"name": "devops-jenkins", "key": "ldap-manager-password"}, scenario
+                    assert f"'{ref['key']}':" in definition  # Secret devops-jenkins holds that key
+
+
+def test_no_credential_in_configmaps_but_what_ks_devops_reads_from_its_file(rendered: dict[str, Objects]) -> None:
+    """The credentials the role is given or reads (the JWT key, the admin token, S3 keys, the SonarQube token) are in
+    no ConfigMap but devops-config, and there only where ks-devops v3.4.1 reads them: it binds no environment
+    variable to its configuration. The LDAP password is no input of the manifests at all: devops-config names its
+    variable, Jenkins' configuration its ${LDAP_MANAGER_PASSWORD} (both from Secret devops-jenkins)."""
+    credentials = {"live": {"jwt-key", "admin.token", "minio-ak", "minio-sk"},
+                   "custom": {"sonar-tok-123"}, "global": {S3["accessKeyID"], S3["secretAccessKey"]}}
+    read_from_file = {"authentication.jwtSecret", "devops.password", "s3.accessKeyID", "s3.secretAccessKey",
+                      "sonarQube.token"}
+    for scenario, values in credentials.items():
+        configmaps = [o for o in rendered[scenario] if o["kind"] == "ConfigMap"]
+        for configmap in configmaps:
+            if configmap["metadata"]["name"] == "devops-config":
+                continue
+            text = json.dumps(configmap)
+            assert not [v for v in values if v in text], (scenario, configmap["metadata"]["name"])
+        found = {path for path, value in _leaves(_config(rendered[scenario])) if value in values}
+        assert found and found <= read_from_file, (scenario, found)
+
+
+def test_devops_namespace_excluded_from_injection_while_servicemesh_is_on(rendered: dict[str, Objects]) -> None:
+    """istio-injection=disabled on the namespaces servicemesh names, those devops creates labelled by devops itself
+    while servicemesh.enabled (servicemesh labels only the namespaces that exist when it runs)."""
+    mesh = yaml.safe_load((REPO / "roles/servicemesh/defaults/main.yaml").read_text())
+    excluded = set(mesh["ks_servicemesh_injection_disabled"])
+    assert NS in excluded
+    for scenario, objects in rendered.items():
+        labels = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objects if o["kind"] == "Namespace"}
+        labelled = {name for name, value in labels.items() if value.get("istio-injection") == "disabled"}
+        assert not {v for value in labels.values() for k, v in value.items() if k == "istio-injection"} - {"disabled"}
+        assert labelled == (excluded & labels.keys() if scenario == "global" else set()), scenario
