@@ -256,7 +256,8 @@ MODULES: tuple[Module, ...] = (
             "common.s3", "common.notification", "devops.enabled", "devops.sonarqube", "network",
             "servicemesh.enabled", "openpitrix",
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
-            "edgeruntime.enabled", "edgeruntime.kubeedge.enabled", "terminal", "gateway", "local_registry", "namespace_override", "zone"),
+            "edgeruntime.enabled", "edgeruntime.kubeedge.enabled", "terminal", "gateway", "local_registry",
+            "namespace_override", "zone"),
            ("ks-core", "minio"), workloads=False, console=True, images=_config_images),
     # Istio's monitors go into servicemesh's istio-system: after servicemesh, which creates (and owns) it.
     Module("monitoring", always,
