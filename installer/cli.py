@@ -27,6 +27,7 @@ import yaml
 
 from installer import hooklog, timeline
 from installer.config import Prepared, prepare, redact
+from installer.config.validate import MAX_NODES, PARSE_DEPTH, depth_error, format_path
 from installer.fingerprint import files_digest
 from installer.images import catalogue, spec_refs
 from installer.kube import ClusterConfigurations, api_client
@@ -42,16 +43,56 @@ class UsageError(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """YAML as the API server reads it: a key given twice is an error, not "the last one wins"."""
+    """YAML as the API server reads it: a key given twice is an error, not "the last one wins"; merge keys
+    (``<<: *anchor``) are merged. Nothing is composed deeper than PARSE_DEPTH (PyYAML's composer recurses), and a
+    merge that would build more than MAX_NODES keys is refused (aliases are bounded by ``structure_errors``)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._at: list[Any] = []  # where the composer is: keys and indexes from the root
+        self._paths: dict[int, list[Any]] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if parent is None:  # a document's root
+            root = super().compose_node(parent, index)
+            self._paths[id(root)] = []
+            return root
+        part = index if isinstance(index, int) else "?" if index is None else getattr(index, "value", "?")
+        self._at.append(part if isinstance(part, int | str) else "?")
+        try:
+            if len(self._at) > PARSE_DEPTH:
+                raise _TooDeep(list(self._at))
+            node = super().compose_node(parent, index)
+            self._paths.setdefault(id(node), list(self._at))
+            return node
+        finally:
+            self._at.pop()
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        super().flatten_mapping(node)
+        if len(node.value) > MAX_NODES:
+            raise yaml.constructor.ConstructorError(None, None, f"merge keys build more than {MAX_NODES} keys",
+                                                    node.start_mark)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:
+                continue  # merged keys may be overridden: only the mapping's own keys must be unique
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, collections.abc.Hashable) and key in seen:
+                where = format_path([*self._paths.get(id(node), ["?"]), str(key)])
                 raise yaml.constructor.ConstructorError("while reading a mapping", node.start_mark,
-                                                        f"found the key {key!r} twice", key_node.start_mark)
+                                                        f"found the key {key!r} twice ({where})", key_node.start_mark)
             if isinstance(key, collections.abc.Hashable):
                 seen.add(key)
         return super().construct_mapping(node, deep)
@@ -62,6 +103,9 @@ def _load_spec(path: str) -> Any:
         doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UsageError(f"{path}: cannot read YAML: {exc}") from exc
+    except _TooDeep as exc:  # the spec's own path, as structure_errors names values it finds too deep
+        parts = exc.parts[1:] if exc.parts[0] == "spec" else exc.parts
+        raise UsageError(f"{path} is invalid:\n  {depth_error(parts)}") from None
     if isinstance(doc, dict) and doc.get("kind") == "ClusterConfiguration":
         return doc.get("spec")
     return doc

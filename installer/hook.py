@@ -77,7 +77,9 @@ def binding_config() -> dict[str, Any]:
 def read_binding_context(path: str | None) -> list[dict[str, Any]]:
     if not path or not Path(path).exists():
         return []
-    data = json.loads(Path(path).read_text() or "[]")
+    from installer.config.validate import loads_json
+
+    data = loads_json(Path(path).read_text() or "[]")  # bounded: a cc nested too deep is refused, not a crash
     return data if isinstance(data, list) else [data]
 
 

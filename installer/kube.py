@@ -8,6 +8,7 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from installer.config.validate import loads_json
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 
 
@@ -27,8 +28,18 @@ def api_client() -> client.ApiClient:
     return client.ApiClient()
 
 
+def _body(response: Any) -> bytes:
+    """The body of a response read with ``_preload_content=False``; its connection goes back to the pool."""
+    try:
+        return response.data
+    finally:
+        response.release_conn()
+
+
 class ClusterConfigurations:
-    """Reads the cc and writes its status."""
+    """Reads the cc and writes its status. The cc is read with ``loads_json`` and no call decodes the cc the API
+    server sends back: a spec nested deeper than Python's JSON decoder survives (the API server accepts one
+    nested a thousand deep) is read and refused as invalid like any other."""
 
     def __init__(self, api: client.ApiClient, name: str = CC_NAME, namespace: str = NAMESPACE) -> None:
         self.custom = client.CustomObjectsApi(api)
@@ -36,19 +47,21 @@ class ClusterConfigurations:
 
     def get(self) -> dict[str, Any] | None:
         try:
-            return self.custom.get_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL,
-                                                            self.name)
+            response = self.custom.get_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL,
+                                                                self.name, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        return loads_json(_body(response))
 
     def remove_annotation(self, key: str) -> None:
         self.set_annotation(key, None)
 
     def set_annotation(self, key: str, value: str | None) -> None:
-        self.custom.patch_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL, self.name,
-                                                   {"metadata": {"annotations": {key: value}}})
+        _body(self.custom.patch_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL, self.name,
+                                                         {"metadata": {"annotations": {key: value}}},
+                                                         _preload_content=False))
 
     def delete(self) -> None:
         try:
@@ -64,7 +77,7 @@ class ClusterConfigurations:
             self.custom.api_client.call_api(
                 f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}/status",
                 "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
-                auth_settings=["BearerToken"], response_type="object", _return_http_data_only=True)
+                auth_settings=["BearerToken"], _return_http_data_only=True)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -72,7 +85,7 @@ class ClusterConfigurations:
             self.custom.api_client.call_api(
                 f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}",
                 "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
-                auth_settings=["BearerToken"], response_type="object", _return_http_data_only=True)
+                auth_settings=["BearerToken"], _return_http_data_only=True)
 
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")

@@ -8,7 +8,7 @@ from typing import Any
 
 from installer.config.advice import warnings
 from installer.config.defaults import apply_defaults, default_spec
-from installer.config.migrate import migrate
+from installer.config.migrate import migrate, moved_values
 from installer.config.secrets import redact
 from installer.config.validate import SpecError, structure_errors, validate, validate_transition
 from installer.spec import get, has, merge, nested
@@ -38,7 +38,8 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     ``applied`` (what the installed modules were installed with; default ``previous_spec``). Each ``keep``
     path the cc lacks takes its value from ``previous_spec`` (the last accepted spec) instead of the default:
     a missing section is no instruction to uninstall. ``spec`` is the defaulted spec; act on it only if
-    ``errors`` is empty. An error under a path a migration moved names the path the user wrote."""
+    ``errors`` is empty. An error under a path a migration moved names the path the user wrote, and a legacy
+    value a migration dropped (its new key is already set) is validated all the same."""
     if not isinstance(raw_spec, dict):
         kind = "null" if raw_spec is None else type(raw_spec).__name__
         return Prepared({}, [], [SpecError("spec", f"must be an object (mapping); got {kind}")])
@@ -55,18 +56,38 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     plain = apply_defaults(migrated) if kept else None
     errors += [e for e in validate(spec) if e not in errors]
     errors += validate_transition(previous_spec if applied is None else applied, spec)
-    errors = [_as_written(e, migrations) for e in errors]
+    errors = [_as_written(e, migrations) for e in errors] + _dropped_errors(raw_spec, migrations, errors)
     return Prepared(spec, migrations, errors, {p: v for p, v in kept.items() if get(plain, p) != v}, plain,
                     warnings(spec) if not errors else [])
 
 
+def _under(path: str, dst: str) -> bool:
+    return path == dst or path.startswith((dst + ".", dst + "["))
+
+
 def _as_written(error: SpecError, migrations: list[str]) -> SpecError:
-    """``error`` with the legacy path the user wrote, when a migration moved its value (``moved A -> B``)."""
+    """``error`` under the legacy path the user wrote, when a migration moved its value (``moved A -> B``):
+    ``console.port (moved to common.core.console.port): must be ...``."""
     for line in migrations:
         src, sep, dst = line.removeprefix("moved ").partition(" -> ")
-        if not line.startswith("moved ") or not sep:
-            continue
-        if error.path == dst or error.path.startswith(dst + "."):
-            written = src + error.path[len(dst):]
-            return SpecError(error.path, f"{error.message} (written as {written}, a legacy key moved to {error.path})")
+        if line.startswith("moved ") and sep and _under(error.path, dst):
+            return SpecError(f"{src}{error.path[len(dst):]} (moved to {error.path})", error.message)
     return error
+
+
+def _dropped_errors(raw_spec: dict[str, Any], migrations: list[str], errors: list[SpecError]) -> list[SpecError]:
+    """What is wrong with the legacy values a migration dropped or merged away because their new key is already
+    set: each is validated at its new key, alone over the defaults, and named where the user wrote it. (A value
+    that did move is validated where it landed and named by ``_as_written``.)"""
+    landed = {e.path for e in errors}
+    out: list[SpecError] = []
+    for step, src, dst in moved_values(migrations):
+        if not has(raw_spec, src):
+            continue  # a step that only added its defaults
+        alone = nested(src, copy.deepcopy(get(raw_spec, src)))
+        step(alone)
+        for error in validate(apply_defaults(alone)):
+            if _under(error.path, dst) and error.path not in landed:
+                out.append(SpecError(f"{src}{error.path[len(dst):]} (dropped: {error.path} is already set)",
+                                     error.message))
+    return out

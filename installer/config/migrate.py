@@ -61,7 +61,27 @@ def _mover(src: str, dst: str, empty_is_unset: bool = False) -> Migration:
 
     step.__name__ = f"move_{src.replace('.', '_')}"
     step.__doc__ = f"``{src}`` -> ``{dst}``."
-    return step
+    return moves(src, dst)(step)
+
+
+def moves(src: str, dst: str) -> Callable[[Migration], Migration]:
+    """Mark a step as carrying the user's value at ``src`` to ``dst`` (``prepare`` validates what it drops)."""
+    def mark(step: Migration) -> Migration:
+        step.moves = (src, dst)  # type: ignore[attr-defined]
+        return step
+
+    return mark
+
+
+def moved_values(migrations: list[str]) -> list[tuple[Migration, str, str]]:
+    """The steps that carried (or dropped) a user's value in a run that described itself as ``migrations``, with
+    the value's legacy path and its destination."""
+    out = []
+    for step in MIGRATIONS:
+        src, dst = getattr(step, "moves", ("", ""))
+        if src and any(line.startswith((f"moved {src} -> ", f"dropped legacy {src} ")) for line in migrations):
+            out.append((step, src, dst))
+    return out
 
 
 def _dropper(path: str, why: str) -> Migration:
@@ -99,6 +119,7 @@ move_opensearch_url = _mover("common.opensearch.externalOpensearchUrl", "common.
 drop_notification = _dropper("notification", "notification-manager settings moved out of the spec in v3.1")
 
 
+@moves("console", "common.core.console")
 def move_console(spec: Spec) -> str | None:
     """Top-level ``console`` -> ``common.core.console`` (keys already under ``common.core.console`` win)."""
     legacy = spec.get("console", _MISSING)
@@ -118,14 +139,13 @@ def move_console(spec: Spec) -> str | None:
     return "moved console -> common.core.console"
 
 
+@moves("logging.logsidecarReplicas", "logging.logsidecar.replicas")
 def migrate_logsidecar_replicas(spec: Spec) -> str | None:
     """``logging.logsidecarReplicas`` -> ``logging.logsidecar {enabled: logging.enabled, replicas}``."""
     logging = spec.get("logging")
     if not isinstance(logging, dict) or "logsidecarReplicas" not in logging:
         return None
-    replicas = logging.pop("logsidecarReplicas")
-    if not isinstance(replicas, int) or isinstance(replicas, bool):
-        replicas = 2
+    replicas = logging.pop("logsidecarReplicas")  # not an integer: validation says so, under the key written
     logging.setdefault("enabled", False)
     logging.setdefault("logsidecar", {"enabled": logging["enabled"], "replicas": replicas})
     return "moved logging.logsidecarReplicas -> logging.logsidecar.replicas"
@@ -140,6 +160,7 @@ def add_events_ruler(spec: Spec) -> str | None:
     return "added events.ruler (enabled: true, replicas: 2)"
 
 
+@moves("openpitrix.enabled", "openpitrix.store.enabled")
 def migrate_openpitrix_store(spec: Spec) -> str | None:
     """``openpitrix.enabled`` (pre-v3.2) -> ``openpitrix.store.enabled``."""
     openpitrix = spec.get("openpitrix")
@@ -149,6 +170,7 @@ def migrate_openpitrix_store(spec: Spec) -> str | None:
     return "moved openpitrix.enabled -> openpitrix.store.enabled"
 
 
+@moves("networkpolicy", "network.networkpolicy")
 def migrate_networkpolicy(spec: Spec) -> str | None:
     """Top-level ``networkpolicy`` -> ``network.networkpolicy`` (plus ``ippool``/``topology`` ``none``)."""
     legacy = spec.get("networkpolicy", _MISSING)
@@ -183,6 +205,7 @@ def add_servicemesh_istio(spec: Spec) -> str | None:
     return "added servicemesh.istio (default components)"
 
 
+@moves("kubeedge", "edgeruntime.kubeedge")
 def migrate_kubeedge(spec: Spec) -> str | None:
     """Top-level ``kubeedge`` (pre-v3.3) -> ``edgeruntime.kubeedge`` with the external iptables-manager."""
     legacy = spec.get("kubeedge", _MISSING)

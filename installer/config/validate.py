@@ -57,10 +57,20 @@ def _is_number(_: Any, instance: Any) -> bool:
 _TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
 _Validator = validators.extend(Draft202012Validator, {"pattern": _full_pattern}, type_checker=_TYPES)
 
-#: Bounds on what the installer accepts at all, checked before anything else walks the spec.
-MAX_DEPTH = 32
+#: Bounds on what the installer accepts at all, checked before anything else walks the spec. MAX_DEPTH is far
+#: above any real spec (the deepest, an affinity under servicemesh.istio, is about 15 levels).
+MAX_DEPTH = 64
 MAX_NODES = 20_000
 MAX_STRING = 8_192
+PARSE_DEPTH = 2 * MAX_DEPTH
+"""Nesting that JSON and YAML documents are parsed to (what lies deeper is never built, see ``loads_json``)."""
+_SHOWN_PARTS = 8
+
+
+def depth_error(parts: list[Any]) -> SpecError:
+    """The error for a value nested deeper than MAX_DEPTH at ``parts``, its path cut after a few levels."""
+    shown = format_path(parts[:_SHOWN_PARTS]) + ("..." if len(parts) > _SHOWN_PARTS else "")
+    return SpecError(shown or "spec", f"is nested deeper than {MAX_DEPTH} levels")
 
 
 def structure_errors(spec: Any) -> list[SpecError]:
@@ -76,7 +86,7 @@ def structure_errors(spec: Any) -> list[SpecError]:
         if seen > MAX_NODES:
             return [SpecError("spec", f"is too large: more than {MAX_NODES} values")]
         if len(parts) > MAX_DEPTH:
-            errors.append(SpecError(format_path(parts[:MAX_DEPTH]), f"is nested deeper than {MAX_DEPTH} levels"))
+            errors.append(depth_error(parts))
             continue
         if isinstance(node, dict):
             for key, value in node.items():
@@ -92,7 +102,35 @@ def structure_errors(spec: Any) -> list[SpecError]:
                                     f"(at most {MAX_STRING})"))
         elif not isinstance(node, str | int | float | bool | type(None)):
             errors.append(SpecError(format_path(parts) or "spec", f"must be JSON data; got {_type_name(node)}"))
-    return sorted(errors, key=lambda e: e.path)
+    return sorted(set(errors), key=lambda e: e.path)
+
+
+_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[][{}]')
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` for documents from the API server or shell-operator, which accept nesting far deeper than
+    Python's decoder survives: every array or object nested deeper than PARSE_DEPTH is read as ``null``. That
+    null still lies deeper than MAX_DEPTH in any spec the document holds, so ``structure_errors`` refuses the
+    spec as for any other too-deep value, and everything else in the document is read as it is."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    pieces: list[str] = []
+    depth = done = cut = 0
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth == PARSE_DEPTH + 1:
+                cut = match.start()
+        elif token in ("]", "}"):
+            depth -= 1
+            if depth == PARSE_DEPTH:
+                pieces += [text[done:cut], "null"]
+                done = match.end()
+    if depth > PARSE_DEPTH:  # unterminated: the decoder would recurse into it before finding out
+        raise json.JSONDecodeError(f"unterminated nesting deeper than {PARSE_DEPTH} levels", text, cut)
+    return json.loads("".join([*pieces, text[done:]]) if pieces else text)
 
 
 @cache

@@ -216,6 +216,47 @@ def test_bad_spec_is_stalled_and_changes_nothing(platform: Installer) -> None:
         assert installer.module_objects() == objects and stored_state(installer) == state, field
 
 
+def _put_raw(installer: Installer, cc: dict, spec_text: str) -> None:
+    """PUT the cc with ``spec_text`` as its spec, as text: the client would recurse into a deep spec."""
+    from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
+
+    api = installer.api
+    body = {**cc, "metadata": {k: v for k, v in cc["metadata"].items() if k != "resourceVersion"}, "spec": "SPEC"}
+    headers = {"Content-Type": "application/json"}
+    api.update_params_for_auth(headers, [], ["BearerToken"])
+    response = api.rest_client.pool_manager.request(
+        "PUT", f"{api.configuration.host}/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{NAMESPACE}/{CC_PLURAL}/{CC_NAME}",
+        body=json.dumps(body).replace('"SPEC"', spec_text).encode(), headers=headers)
+    assert response.status == 200, response.data[:2000]
+
+
+def test_a_spec_nested_deeper_than_python_parses_is_stalled_and_changes_nothing(platform: Installer) -> None:
+    """A cc nested 995 deep, which the API server accepts, is refused like any invalid spec. The harness's own
+    reads (``installer.cc()``) would recurse, so the cc is read and written here without decoding it."""
+    from installer.kube import ClusterConfigurations
+
+    installer = platform
+    installer.apply_cc()
+    installer.reconcile()
+    objects, state = installer.module_objects(), stored_state(installer)
+    ccs = ClusterConfigurations(installer.api)
+    live = ccs.get()
+    assert live is not None
+    deep = json.dumps(live["spec"])[:-1] + ', "affinity": ' + "[" * 995 + "]" * 995 + "}"
+    _put_raw(installer, live, deep)
+    proc = installer.reconcile(check=False)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "is nested deeper than 64 levels" in proc.stderr and installer.ran(proc) == []
+    cc = ccs.get()
+    assert cc is not None
+    stalled = next(c for c in cc["status"]["conditions"] if c["type"] == "Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec"
+    assert "affinity[0][0]" in stalled["message"] and stalled["observedGeneration"] == cc["metadata"]["generation"]
+    assert installer.module_objects() == objects and stored_state(installer) == state
+    _put_raw(installer, cc, json.dumps(live["spec"]))  # back to a spec the harness can read
+    assert any(e[1] == "InvalidSpec" and "nested deeper" in e[2] for e in installer.cc_events())
+
+
 def test_sigkill_mid_run_then_rerun_completes(platform: Installer) -> None:
     installer = platform  # the default platform, installed and recorded
     installer.apply_cc()

@@ -153,7 +153,10 @@ def test_devops_defaults_only_when_enabled() -> None:
 
 def test_logsidecar_without_enabled_defaults_to_disabled() -> None:
     out, _ = migrate({**T, "logging": {"logsidecarReplicas": "x"}})
-    assert out["logging"] == {"enabled": False, "logsidecar": {"enabled": False, "replicas": 2}}
+    assert out["logging"] == {"enabled": False, "logsidecar": {"enabled": False, "replicas": "x"}}
+    assert [str(e) for e in prepare({**T, "logging": {"logsidecarReplicas": "x"}}).errors] == [
+        'logging.logsidecarReplicas (moved to logging.logsidecar.replicas): must be a replica count (integer 0-100); '
+        'got string "x"']
 
 
 @pytest.mark.parametrize("garbage", [

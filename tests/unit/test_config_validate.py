@@ -297,7 +297,7 @@ def test_prepare_reports_transition_and_schema_errors() -> None:
 def test_prepare_validates_after_migration() -> None:
     prepared = prepare({"console": {"port": 80}, "terminal": {"timeout": 600}})
     assert prepared.migrations == ["moved console -> common.core.console"]
-    assert [e.path for e in prepared.errors] == ["common.core.console.port"]
+    assert [e.path for e in prepared.errors] == ["console.port (moved to common.core.console.port)"]
 
 
 def test_format_path() -> None:
@@ -320,7 +320,7 @@ def _nested(depth: int) -> dict:
 
 
 @pytest.mark.parametrize("changes, path, words", [
-    ({"monitoring": _nested(600)}, "monitoring.a.a", "nested deeper than 32 levels"),
+    ({"monitoring": _nested(600)}, "monitoring.a.a", "nested deeper than 64 levels"),
     ({"nodeSelector": {1: "a", "b": "c"}}, "nodeSelector.1", "field names must be strings"),
     ({"common": {"core": {"console": {"port": 30880.0}}}}, "common.core.console.port", "got number 30880.0"),
     ({"devops": {"enabled": True, "jenkinsCpuReq": float("nan")}}, "devops.jenkinsCpuReq", "got NaN"),

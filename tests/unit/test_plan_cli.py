@@ -246,8 +246,8 @@ def test_an_error_under_a_moved_key_names_what_the_user_wrote(tmp_path: Path) ->
     path.write_text(yaml.safe_dump(legacy))
     rc, _, err = plan("--desired", path, "-o", "json")
     assert rc == 2
-    assert 'common.core.console.port: must be a NodePort (integer 30000-32767); got string "abc" ' \
-           "(written as console.port, a legacy key moved to common.core.console.port)" in err
+    assert 'console.port (moved to common.core.console.port): must be a NodePort (integer 30000-32767); ' \
+           'got string "abc"' in err
 
 
 def test_removing_the_external_s3_brings_minio_back(tmp_path: Path) -> None:
