@@ -54,6 +54,13 @@ def core(installer: Installer) -> Iterator[Installer]:
     remove_core(installer)
 
 
+@pytest.fixture
+def installed(platform: Installer) -> Installer:
+    """The engine over the default platform, ks-core and ks-config installed and recorded (conftest.platform)."""
+    platform.env.update(KS_CONSOLE_TIMEOUT="120")
+    return platform
+
+
 def secret_data(installer: Installer) -> dict[str, str]:
     data = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data
     return {k: base64.b64decode(v).decode() for k, v in data.items()}
@@ -106,7 +113,8 @@ def test_default_install(core: Installer) -> None:
     assert secret_data(core) == secret
 
 
-def test_console_port_change_reruns_only_ks_core(core: Installer) -> None:
+def test_console_port_change_reruns_only_ks_core(installed: Installer) -> None:
+    core = installed
     core.apply_cc()
     core.reconcile_ok()
     secret, template = secret_data(core), deployment(core, "ks-apiserver").spec.template
@@ -118,7 +126,8 @@ def test_console_port_change_reruns_only_ks_core(core: Installer) -> None:
     assert deployment(core, "ks-apiserver").spec.template == template  # not rolled; config hash kept
 
 
-def test_config_change_rolls_the_readers(core: Installer) -> None:
+def test_config_change_rolls_the_readers(installed: Installer) -> None:
+    core = installed
     core.apply_cc()
     core.reconcile_ok()
     before = {n: deployment(core, n) for n in WORKLOADS}

@@ -113,7 +113,8 @@ def test_failed_upgrade_then_revert_runs_again(platform: Installer, tmp_path: Pa
     assert installer.condition("Ready")["status"] == "True"
 
 
-def test_absent_section_keeps_modules_until_explicitly_disabled(installer: Installer) -> None:
+def test_absent_section_keeps_modules_until_explicitly_disabled(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}},
                        gatekeeper={"enabled": True})
     installer.reconcile_ok()
@@ -235,7 +236,8 @@ def test_sigterm_stops_and_the_next_run_resumes(platform: Installer, tmp_path: P
     assert installer.condition("Ready")["status"] == "True"
 
 
-def test_lease_of_a_dead_installer_is_taken_over_at_once(installer: Installer) -> None:
+def test_lease_of_a_dead_installer_is_taken_over_at_once(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     coord = client.CoordinationV1Api(installer.api)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
@@ -249,7 +251,8 @@ def test_lease_of_a_dead_installer_is_taken_over_at_once(installer: Installer) -
     assert coord.read_namespaced_lease(LEASE_NAME, NAMESPACE).spec.holder_identity is None  # released
 
 
-def test_a_live_holder_keeps_the_lease_and_a_lost_lease_is_noticed(installer: Installer) -> None:
+def test_a_live_holder_keeps_the_lease_and_a_lost_lease_is_noticed(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     mine = Lease(installer.api)  # held by this (live) process
     mine.acquire()
@@ -313,7 +316,8 @@ def test_new_installer_version_reruns_every_module_once(platform: Installer) -> 
     assert installer.ran(proc) == []
 
 
-def test_in_a_pod_a_holder_whose_pod_is_gone_is_dead(installer: Installer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_a_pod_a_holder_whose_pod_is_gone_is_dead(platform: Installer, monkeypatch: pytest.MonkeyPatch) -> None:
+    installer = platform  # the default platform, installed and recorded
     core = client.CoreV1Api(installer.api)
     pod = client.V1Pod(metadata=client.V1ObjectMeta(name="ks-installer-live", labels={"app": "lease-test"}),
                        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))
