@@ -145,7 +145,8 @@ def test_absent_section_keeps_modules_until_explicitly_disabled(platform: Instal
     assert not installer.leftovers(*optional)
 
 
-def test_missing_state_secret_uninstalls_nothing(installer: Installer) -> None:
+def test_missing_state_secret_uninstalls_nothing(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc(gatekeeper={"enabled": True})
     installer.reconcile_ok()
     client.CoreV1Api(installer.api).delete_namespaced_secret(STATE_SECRET, NAMESPACE)
@@ -271,7 +272,8 @@ def test_a_live_holder_keeps_the_lease_and_a_lost_lease_is_noticed(platform: Ins
     assert coord.read_namespaced_lease(LEASE_NAME, NAMESPACE).spec.holder_identity == "other-host/1/1"
 
 
-def test_corrupt_state_is_stalled_and_repairable(installer: Installer) -> None:
+def test_corrupt_state_is_stalled_and_repairable(platform: Installer) -> None:
+    installer = platform  # the default platform, installed and recorded
     installer.apply_cc(gatekeeper={"enabled": True})
     installer.reconcile_ok()
     objects = installer.module_objects()
