@@ -257,9 +257,19 @@ def validate(spec: dict[str, Any]) -> list[SpecError]:
     if not isinstance(spec, dict):
         return [SpecError("spec", f"must be an object (mapping); got {_type_name(spec)}")]
     by_path = {e.path: e for e in _jinja_errors(spec, [])}
-    for err in _schema_errors(spec):
+    for err in (*_schema_errors(spec), *_rule_errors(spec)):
         by_path.setdefault(err.path, err)  # one error per field: Jinja first, then the first schema error
     return sorted(by_path.values(), key=lambda e: e.path)
+
+
+def _rule_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
+    """Rules across fields that the schema cannot say."""
+    auth = spec.get("authentication")
+    if _role(spec) == "member" and not (auth.get("jwtSecret") if isinstance(auth, dict) else None):
+        yield SpecError("authentication.jwtSecret",
+                        "must be the host cluster's jwtSecret on a member cluster (its tokens are verified here "
+                        "with that key); on the host: kubectl -n kubesphere-system get secret kubesphere-secret "
+                        "-o jsonpath='{.data.secret}' | base64 -d")
 
 
 #: clusterRole changes the installer cannot carry out in place (upstream kubesphere#4229).

@@ -354,3 +354,13 @@ def test_valid_labels_pass() -> None:
 
 def test_a_section_of_the_wrong_shape_is_not_called_a_secret() -> None:
     assert prepare({**DEFAULT_CC["spec"], "common": ["x"]}).errors == [SpecError("common", "expected object; got list")]
+
+
+def test_a_member_cluster_needs_the_hosts_jwt_secret() -> None:
+    member = with_value("multicluster.clusterRole", "member")
+    (error,) = [e for e in validate(member) if e.path == "authentication.jwtSecret"]
+    assert "host cluster's jwtSecret on a member cluster" in error.message
+    member["authentication"] = {**member.get("authentication", {}), "jwtSecret": "the-host-s-key"}
+    assert not [e for e in validate(member) if e.path == "authentication.jwtSecret"]
+    assert not [e for e in validate(with_value("multicluster.clusterRole", "host"))
+                if e.path == "authentication.jwtSecret"]

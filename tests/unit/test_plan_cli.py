@@ -202,8 +202,9 @@ def test_a_trimmed_cc_keeps_what_is_installed_and_says_why(tmp_path: Path) -> No
 
 
 def test_only_an_explicit_switch_uninstalls(tmp_path: Path) -> None:
-    last = _cc(tmp_path, "last", logging={"enabled": True}, multicluster={"clusterRole": "member"})
-    desired = _cc(tmp_path, "off", logging={"enabled": False}, multicluster={"clusterRole": "none"})
+    key = {"authentication__jwtSecret": "the-host-s-key"}  # a member has the host's
+    last = _cc(tmp_path, "last", logging={"enabled": True}, multicluster={"clusterRole": "member"}, **key)
+    desired = _cc(tmp_path, "off", logging={"enabled": False}, multicluster={"clusterRole": "none"}, **key)
     rc, out, _ = plan("--desired", desired, "--last-applied", last, "-o", "json")
     assert rc == 0
     assert sorted(out["uninstall"]) == ["fluentbit", "logging", "opensearch"]
