@@ -106,9 +106,16 @@ class Bench:
         return json.loads((self.base / "results" / "timeline.json").read_text())
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (a median needs a round); got {value}")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=_positive, default=3)
     parser.add_argument("--module", default="metrics_server", help="module to switch on for the toggle figure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
