@@ -157,7 +157,7 @@ def test_derived_opensearch_is_uninstalled_with_its_last_consumer(platform: Inst
 
 def test_failed_module_blocks_dependents_and_is_retried(platform: Installer, tmp_path: Path) -> None:
     installer = platform  # the default platform, installed and recorded
-    playbooks = tmp_path / "playbooks"
+    playbooks = tmp_path / "failing-playbooks"
     shutil.copytree(REPO / "playbooks", playbooks)
     (playbooks / "opensearch.yaml").write_text(
         "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
@@ -223,7 +223,7 @@ def _put_raw(installer: Installer, cc: dict, spec_text: str) -> None:
     from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 
     api = installer.api
-    body = {**cc, "metadata": {k: v for k, v in cc["metadata"].items() if k != "resourceVersion"}, "spec": "SPEC"}
+    body = {**cc, "spec": "SPEC"}  # with the resourceVersion read: a custom resource has no unconditional update
     headers = {"Content-Type": "application/json"}
     api.update_params_for_auth(headers, [], ["BearerToken"])
     response = api.rest_client.pool_manager.request(
