@@ -197,7 +197,7 @@ class Reconciler(Events):
         spec = prepared.spec
         if prepared.migrations:
             log.info("Migrated legacy settings: %s", "; ".join(prepared.migrations))
-            self.status.update({"migrations": prepared.migrations})
+        self.status.update({"migrations": prepared.migrations or None})  # a note the spec no longer needs goes
         for warning in prepared.warnings:
             log.warning("%s", warning)
         self.status.update({"warnings": prepared.warnings or None})

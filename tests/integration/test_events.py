@@ -137,6 +137,7 @@ def test_events_install_ruler_off_uninstall_and_reenable(events: Installer) -> N
     exporter = custom(api, GROUP, VERSION, "exporters", "ks-events-exporter")
     assert exporter is not None and exporter["spec"]["sinks"]["webhooks"][0]["service"]["name"] == "ks-events-ruler"
     assert events.status()["events"]["ruler"]["status"] == "enabled"
+    assert events.status()["migrations"] == ["added events.ruler (enabled: true, replicas: 2)"]  # a v3.1 spec
     ca = client.CoreV1Api(api).read_namespaced_secret(ADMISSION, NS).data["ca.crt"]
 
     # The ruler off: events alone re-runs; the Ruler goes, the exporter stops sending to it, status events.ruler
@@ -148,6 +149,7 @@ def test_events_install_ruler_off_uninstall_and_reenable(events: Installer) -> N
     exporter = custom(api, GROUP, VERSION, "exporters", "ks-events-exporter")
     assert exporter is not None and "webhooks" not in exporter["spec"]["sinks"]
     assert "ruler" not in events.status()["events"]
+    assert "migrations" not in events.status()  # the spec needs no migration any more: the note goes
     assert client.CoreV1Api(api).read_namespaced_secret(ADMISSION, NS).data["ca.crt"] == ca
 
     # Uninstall while auditing still uses fluentbit: the webhooks, custom resources, operator, RBAC and certificate
