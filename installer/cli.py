@@ -27,7 +27,7 @@ import yaml
 
 from installer import hooklog, timeline
 from installer.config import Prepared, prepare, redact
-from installer.config.validate import MAX_NODES, PARSE_DEPTH, depth_error, format_path
+from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_error, format_errors, format_path
 from installer.fingerprint import files_digest
 from installer.images import catalogue, spec_refs
 from installer.kube import ClusterConfigurations, api_client
@@ -80,8 +80,9 @@ class _StrictLoader(yaml.SafeLoader):
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         super().flatten_mapping(node)
         if len(node.value) > MAX_NODES:
-            raise yaml.constructor.ConstructorError(None, None, f"merge keys build more than {MAX_NODES} keys",
-                                                    node.start_mark)
+            where = format_path(self._paths.get(id(node), ["?"]))
+            raise yaml.constructor.ConstructorError(None, None, f"merge keys build more than {MAX_NODES} keys "
+                                                    f"({where})", node.start_mark)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -91,21 +92,32 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, collections.abc.Hashable) and key in seen:
                 where = format_path([*self._paths.get(id(node), ["?"]), str(key)])
-                raise yaml.constructor.ConstructorError("while reading a mapping", node.start_mark,
-                                                        f"found the key {key!r} twice ({where})", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"found the key {key!r} twice ({where})",
+                                                        key_node.start_mark)
             if isinstance(key, collections.abc.Hashable):
                 seen.add(key)
         return super().construct_mapping(node, deep)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What PyYAML found wrong and on which lines, without the source lines it quotes (a secret may stand there)."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return str(exc)
+    parts = ((exc.context, exc.context_mark), (exc.problem, exc.problem_mark))
+    return "; ".join(f"line {mark.line + 1}, column {mark.column + 1}: {text}" if mark else text
+                     for text, mark in parts if text)
+
+
 def _load_spec(path: str) -> Any:
     try:
         doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read YAML: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: cannot read YAML: {_yaml_problem(exc)}") from None
     except _TooDeep as exc:  # the spec's own path, as structure_errors names values it finds too deep
         parts = exc.parts[1:] if exc.parts[0] == "spec" else exc.parts
-        raise UsageError(f"{path} is invalid:\n  {depth_error(parts)}") from None
+        raise UsageError(_invalid(path, [depth_error(parts)])) from None
     if isinstance(doc, dict) and doc.get("kind") == "ClusterConfiguration":
         return doc.get("spec")
     return doc
@@ -114,9 +126,12 @@ def _load_spec(path: str) -> Any:
 def _valid(raw: Any, previous: dict[str, Any] | None, label: str) -> Prepared:
     prepared = prepare(raw, previous, switch_paths())
     if prepared.errors:
-        lines = "\n".join(f"  {e.path}: {e.message}" for e in prepared.errors)
-        raise UsageError(f"{label} is invalid:\n{lines}")
+        raise UsageError(_invalid(label, prepared.errors))
     return prepared
+
+
+def _invalid(label: str, errors: list[SpecError]) -> str:
+    return f"{label} is invalid:\n{format_errors(errors)}"
 
 
 def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
@@ -136,7 +151,7 @@ def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prep
         raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
     plan, errors, prepared = Reconciler(api, settings).plan(cc, force=args.all)
     if plan is None:
-        raise UsageError("the cc spec is invalid:\n" + "\n".join(f"  {e.path}: {e.message}" for e in errors))
+        raise UsageError(_invalid("the cc spec", errors))
     return plan, prepared
 
 
@@ -177,7 +192,7 @@ def _images(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
         _, errors, prepared = Reconciler(api_client(), settings).plan(cc)
         if errors:
-            raise UsageError("the cc spec is invalid:\n" + "\n".join(f"  {e.path}: {e.message}" for e in errors))
+            raise UsageError(_invalid("the cc spec", errors))
     spec = prepared.spec
     if args.upstream:
         spec = {**spec, "local_registry": "", "namespace_override": "", "zone": ""}

@@ -65,7 +65,8 @@ class ClusterConfigurations:
 
     def delete(self) -> None:
         try:
-            self.custom.delete_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL, self.name)
+            _body(self.custom.delete_namespaced_custom_object(CC_GROUP, CC_VERSION, self.namespace, CC_PLURAL,
+                                                              self.name, _preload_content=False))
         except ApiException as exc:
             if exc.status != 404:
                 raise

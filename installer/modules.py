@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from installer.spec import Spec, get
+from installer.spec import Spec, get, under
 
 
 @dataclass(frozen=True)
@@ -336,7 +336,7 @@ def readers(name: str) -> tuple[str, ...]:
     for Istio's monitors): when ``name`` is uninstalled, they stop using it first."""
     paths = get_module(name).enabled.paths
     return tuple(m.name for m in MODULES if m.name != name and any(
-        p == i or p.startswith(i + ".") for p in paths for i in m.inputs))
+        under(p, i) for p in paths for i in m.inputs))
 
 
 def _check_registry() -> None:

@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer import KS_VERSION, __version__, timeline
 from installer.cc_events import CcEvents
-from installer.config import SpecError, prepare
+from installer.config import SpecError, format_errors, prepare
 from installer.drift import find_drift
 from installer.executor import Events, execute
 from installer.fingerprint import DigestCache
@@ -456,7 +456,7 @@ class Reconciler(Events):
     def _report_invalid(self, errors: list[SpecError], reason: str = "InvalidSpec") -> None:
         # One record: the lines belong together (and a burst of records can lose its level, see hooklog).
         log.error("The ClusterConfiguration spec is invalid; nothing was changed:\n%s",
-                  "\n".join(f"  {err.path}: {err.message}" for err in errors))
+                  format_errors(errors))
         message = "; ".join(f"{e.path}: {e.message}" for e in errors)
         self.events.warning(reason, f"nothing was changed: {message}")
         self._report_stalled(reason, message, log_it=False)

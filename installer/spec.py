@@ -23,6 +23,11 @@ def has(spec: Spec, path: str) -> bool:
     return get(spec, path, _MISSING) is not _MISSING
 
 
+def under(path: str, prefix: str) -> bool:
+    """Whether dotted ``path`` is ``prefix`` or lies below it (``prefix.x``, ``prefix[0]``)."""
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
+
+
 def nested(path: str, value: Any) -> dict[str, Any]:
     """Build ``{"a": {"b": value}}`` from ``"a.b"``."""
     out: Any = value

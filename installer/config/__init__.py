@@ -8,13 +8,13 @@ from typing import Any
 
 from installer.config.advice import warnings
 from installer.config.defaults import apply_defaults, default_spec
-from installer.config.migrate import migrate, moved_values
+from installer.config.migrate import Move, migrate, migrate_notes
 from installer.config.secrets import redact
-from installer.config.validate import SpecError, structure_errors, validate, validate_transition
-from installer.spec import get, has, merge, nested
+from installer.config.validate import SpecError, format_errors, structure_errors, validate, validate_transition
+from installer.spec import get, has, merge, nested, under
 
-__all__ = ["Prepared", "SpecError", "apply_defaults", "default_spec", "migrate", "prepare", "redact",
-           "validate", "validate_transition"]
+__all__ = ["Prepared", "SpecError", "apply_defaults", "default_spec", "format_errors", "migrate", "prepare",
+           "redact", "validate", "validate_transition"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,8 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
         return Prepared({}, [], [SpecError("spec", f"must be an object (mapping); got {kind}")])
     if shape := structure_errors(raw_spec):  # before anything else walks it
         return Prepared({}, [], shape)
-    migrated, migrations = migrate(raw_spec)
+    migrated, notes = migrate_notes(raw_spec)
+    moves = [note for note in notes if isinstance(note, Move)]
     errors = validate(migrated)
     kept = {p: get(previous_spec, p) for p in keep
             if previous_spec is not None and has(previous_spec, p) and not has(migrated, p)}
@@ -56,38 +57,33 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     plain = apply_defaults(migrated) if kept else None
     errors += [e for e in validate(spec) if e not in errors]
     errors += validate_transition(previous_spec if applied is None else applied, spec)
-    errors = [_as_written(e, migrations) for e in errors] + _dropped_errors(raw_spec, migrations, errors)
-    return Prepared(spec, migrations, errors, {p: v for p, v in kept.items() if get(plain, p) != v}, plain,
-                    warnings(spec) if not errors else [])
+    errors = [_as_written(e, moves) for e in errors] + _dropped_errors(raw_spec, moves, errors)
+    kept = {p: v for p, v in kept.items() if get(plain, p) != v}
+    return Prepared(spec, [str(note) for note in notes], errors, kept, plain, warnings(spec) if not errors else [])
 
 
-def _under(path: str, dst: str) -> bool:
-    return path == dst or path.startswith((dst + ".", dst + "["))
-
-
-def _as_written(error: SpecError, migrations: list[str]) -> SpecError:
-    """``error`` under the legacy path the user wrote, when a migration moved its value (``moved A -> B``):
+def _as_written(error: SpecError, moves: list[Move]) -> SpecError:
+    """``error`` under the legacy path the user wrote, when a migration moved its value there:
     ``console.port (moved to common.core.console.port): must be ...``."""
-    for line in migrations:
-        src, sep, dst = line.removeprefix("moved ").partition(" -> ")
-        if line.startswith("moved ") and sep and _under(error.path, dst):
-            return SpecError(f"{src}{error.path[len(dst):]} (moved to {error.path})", error.message)
+    for move in moves:
+        if move.kind == "moved" and under(error.path, move.dst):
+            return SpecError(f"{move.src}{error.path[len(move.dst):]} (moved to {error.path})", error.message)
     return error
 
 
-def _dropped_errors(raw_spec: dict[str, Any], migrations: list[str], errors: list[SpecError]) -> list[SpecError]:
-    """What is wrong with the legacy values a migration dropped or merged away because their new key is already
-    set: each is validated at its new key, alone over the defaults, and named where the user wrote it. (A value
-    that did move is validated where it landed and named by ``_as_written``.)"""
+def _dropped_errors(raw_spec: dict[str, Any], moves: list[Move], errors: list[SpecError]) -> list[SpecError]:
+    """What is wrong with the legacy values a migration dropped because their new key is already set: each is
+    validated at its new key, alone over the defaults, and named where the user wrote it. (A value that did move
+    is validated where it landed and named by ``_as_written``.)"""
     landed = {e.path for e in errors}
     out: list[SpecError] = []
-    for step, src, dst in moved_values(migrations):
-        if not has(raw_spec, src):
-            continue  # a step that only added its defaults
-        alone = nested(src, copy.deepcopy(get(raw_spec, src)))
-        step(alone)
+    for move in moves:
+        if move.kind != "dropped" or not has(raw_spec, move.src):
+            continue
+        alone = nested(move.src, copy.deepcopy(get(raw_spec, move.src)))
+        move.step(alone)
         for error in validate(apply_defaults(alone)):
-            if _under(error.path, dst) and error.path not in landed:
-                out.append(SpecError(f"{src}{error.path[len(dst):]} (dropped: {error.path} is already set)",
-                                     error.message))
+            if under(error.path, move.dst) and error.path not in landed:
+                out.append(SpecError(f"{move.src}{error.path[len(move.dst):]} (dropped: {error.path} is already "
+                                     "set)", error.message))
     return out

@@ -1,7 +1,9 @@
 """Legacy spec keys -> the v3.4.1 shape (upstream ``generate_new_cluster_configuration``), as pure steps.
 
-Each step takes the working copy, rewrites it in place and returns a one-line description, or ``None``
-when it had nothing to do. :func:`migrate` runs them in upstream order on a deep copy.
+Each step takes the working copy, rewrites it in place and returns what it did: a :class:`Move` for a legacy
+value it carried to its current key or dropped (a list of them when it merged a section key by key), a one-line
+description otherwise, or ``None`` when it had nothing to do. :func:`migrate` runs them in upstream order on a
+deep copy.
 
 Deliberate differences from upstream (upstream.md §2.4, §7.10):
 - ``common.redis``/``common.openldap`` are never rebuilt from status, and ``es``/``opensearch.enabled``
@@ -15,11 +17,29 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 Spec = dict[str, Any]
-Migration = Callable[[Spec], "str | None"]
+Migration = Callable[[Spec], "Move | list[Move] | str | None"]
 _MISSING = object()
+
+
+@dataclass(frozen=True)
+class Move:
+    """A legacy value at ``src`` that ``step`` carried to ``dst`` (``moved``), or dropped because its current key
+    (``held_by``, default ``dst``) is already set."""
+
+    step: Migration
+    src: str
+    dst: str
+    kind: Literal["moved", "dropped"] = "moved"
+    held_by: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "moved":
+            return f"moved {self.src} -> {self.dst}"
+        return f"dropped legacy {self.src} ({self.held_by or self.dst} is already set)"
 
 
 def _section(spec: Spec, path: str, create: bool = False) -> dict[str, Any] | None:
@@ -39,7 +59,7 @@ def _parent(spec: Spec, path: str, create: bool = False) -> tuple[dict[str, Any]
     return (_section(spec, head, create) if head else spec), leaf
 
 
-def _move(spec: Spec, src: str, dst: str, empty_is_unset: bool = False) -> str | None:
+def _move(step: Migration, spec: Spec, src: str, dst: str, empty_is_unset: bool = False) -> Move | None:
     """Move the value at ``src`` to ``dst``; if ``dst`` is already set, the legacy ``src`` is dropped."""
     src_parent, src_key = _parent(spec, src)
     if src_parent is None or src_key not in src_parent:
@@ -51,37 +71,17 @@ def _move(spec: Spec, src: str, dst: str, empty_is_unset: bool = False) -> str |
     current = dst_parent.get(dst_key, _MISSING)
     if current is _MISSING or (empty_is_unset and current in ("", None)):
         dst_parent[dst_key] = value
-        return f"moved {src} -> {dst}"
-    return f"dropped legacy {src} ({dst} is already set)"
+        return Move(step, src, dst)
+    return Move(step, src, dst, "dropped")
 
 
 def _mover(src: str, dst: str, empty_is_unset: bool = False) -> Migration:
-    def step(spec: Spec) -> str | None:
-        return _move(spec, src, dst, empty_is_unset)
+    def step(spec: Spec) -> Move | None:
+        return _move(step, spec, src, dst, empty_is_unset)
 
     step.__name__ = f"move_{src.replace('.', '_')}"
     step.__doc__ = f"``{src}`` -> ``{dst}``."
-    return moves(src, dst)(step)
-
-
-def moves(src: str, dst: str) -> Callable[[Migration], Migration]:
-    """Mark a step as carrying the user's value at ``src`` to ``dst`` (``prepare`` validates what it drops)."""
-    def mark(step: Migration) -> Migration:
-        step.moves = (src, dst)  # type: ignore[attr-defined]
-        return step
-
-    return mark
-
-
-def moved_values(migrations: list[str]) -> list[tuple[Migration, str, str]]:
-    """The steps that carried (or dropped) a user's value in a run that described itself as ``migrations``, with
-    the value's legacy path and its destination."""
-    out = []
-    for step in MIGRATIONS:
-        src, dst = getattr(step, "moves", ("", ""))
-        if src and any(line.startswith((f"moved {src} -> ", f"dropped legacy {src} ")) for line in migrations):
-            out.append((step, src, dst))
-    return out
+    return step
 
 
 def _dropper(path: str, why: str) -> Migration:
@@ -119,9 +119,9 @@ move_opensearch_url = _mover("common.opensearch.externalOpensearchUrl", "common.
 drop_notification = _dropper("notification", "notification-manager settings moved out of the spec in v3.1")
 
 
-@moves("console", "common.core.console")
-def move_console(spec: Spec) -> str | None:
-    """Top-level ``console`` -> ``common.core.console`` (keys already under ``common.core.console`` win)."""
+def move_console(spec: Spec) -> Move | list[Move] | None:
+    """Top-level ``console`` -> ``common.core.console``; merged into an existing one key by key (keys already
+    under ``common.core.console`` win)."""
     legacy = spec.get("console", _MISSING)
     if legacy is _MISSING:
         return None
@@ -132,23 +132,34 @@ def move_console(spec: Spec) -> str | None:
     del spec["console"]
     if current is _MISSING:
         core["console"] = legacy
-    elif isinstance(current, dict) and isinstance(legacy, dict):
-        core["console"] = {**legacy, **current}
-    else:
-        return "dropped legacy console (common.core.console is already set)"
-    return "moved console -> common.core.console"
+        return Move(move_console, "console", "common.core.console")
+    if isinstance(current, dict) and isinstance(legacy, dict) and legacy:
+        return [_merge_console_key(current, key, value) for key, value in legacy.items()]
+    return Move(move_console, "console", "common.core.console", "dropped")
 
 
-@moves("logging.logsidecarReplicas", "logging.logsidecar.replicas")
-def migrate_logsidecar_replicas(spec: Spec) -> str | None:
-    """``logging.logsidecarReplicas`` -> ``logging.logsidecar {enabled: logging.enabled, replicas}``."""
+def _merge_console_key(console: dict[str, Any], key: str, value: Any) -> Move:
+    move = Move(move_console, f"console.{key}", f"common.core.console.{key}")
+    if key in console:
+        return replace(move, kind="dropped")
+    console[key] = value
+    return move
+
+
+def migrate_logsidecar_replicas(spec: Spec) -> Move | None:
+    """``logging.logsidecarReplicas`` -> ``logging.logsidecar {enabled: logging.enabled, replicas}`` (into an
+    existing ``logging.logsidecar`` that lacks ``replicas``)."""
     logging = spec.get("logging")
     if not isinstance(logging, dict) or "logsidecarReplicas" not in logging:
         return None
     replicas = logging.pop("logsidecarReplicas")  # not an integer: validation says so, under the key written
     logging.setdefault("enabled", False)
-    logging.setdefault("logsidecar", {"enabled": logging["enabled"], "replicas": replicas})
-    return "moved logging.logsidecarReplicas -> logging.logsidecar.replicas"
+    move = Move(migrate_logsidecar_replicas, "logging.logsidecarReplicas", "logging.logsidecar.replicas")
+    current = logging.setdefault("logsidecar", {"enabled": logging["enabled"]})
+    if not isinstance(current, dict) or "replicas" in current:
+        return replace(move, kind="dropped")
+    current["replicas"] = replicas
+    return move
 
 
 def add_events_ruler(spec: Spec) -> str | None:
@@ -160,18 +171,16 @@ def add_events_ruler(spec: Spec) -> str | None:
     return "added events.ruler (enabled: true, replicas: 2)"
 
 
-@moves("openpitrix.enabled", "openpitrix.store.enabled")
-def migrate_openpitrix_store(spec: Spec) -> str | None:
+def migrate_openpitrix_store(spec: Spec) -> Move | None:
     """``openpitrix.enabled`` (pre-v3.2) -> ``openpitrix.store.enabled``."""
     openpitrix = spec.get("openpitrix")
     if not isinstance(openpitrix, dict) or "store" in openpitrix:
         return None
     openpitrix["store"] = {"enabled": openpitrix.pop("enabled", False)}
-    return "moved openpitrix.enabled -> openpitrix.store.enabled"
+    return Move(migrate_openpitrix_store, "openpitrix.enabled", "openpitrix.store.enabled")
 
 
-@moves("networkpolicy", "network.networkpolicy")
-def migrate_networkpolicy(spec: Spec) -> str | None:
+def migrate_networkpolicy(spec: Spec) -> Move | None:
     """Top-level ``networkpolicy`` -> ``network.networkpolicy`` (plus ``ippool``/``topology`` ``none``)."""
     legacy = spec.get("networkpolicy", _MISSING)
     if not isinstance(legacy, dict | None):
@@ -179,12 +188,15 @@ def migrate_networkpolicy(spec: Spec) -> str | None:
     network = _section(spec, "network", create=True)
     if network is None:
         return None
-    enabled = (legacy or {}).get("enabled", False)
-    network.setdefault("networkpolicy", {"enabled": enabled})
+    move = Move(migrate_networkpolicy, "networkpolicy", "network.networkpolicy")
+    if "networkpolicy" in network:
+        move = replace(move, kind="dropped")
+    else:
+        network["networkpolicy"] = {"enabled": (legacy or {}).get("enabled", False)}
     network.setdefault("ippool", {"type": "none"})
     network.setdefault("topology", {"type": "none"})
     del spec["networkpolicy"]
-    return "moved networkpolicy -> network.networkpolicy"
+    return move
 
 
 def add_terminal(spec: Spec) -> str | None:
@@ -205,20 +217,19 @@ def add_servicemesh_istio(spec: Spec) -> str | None:
     return "added servicemesh.istio (default components)"
 
 
-@moves("kubeedge", "edgeruntime.kubeedge")
-def migrate_kubeedge(spec: Spec) -> str | None:
+def migrate_kubeedge(spec: Spec) -> Move | None:
     """Top-level ``kubeedge`` (pre-v3.3) -> ``edgeruntime.kubeedge`` with the external iptables-manager."""
     legacy = spec.get("kubeedge", _MISSING)
     if not isinstance(legacy, dict | None):
         return None  # not the legacy shape: validation reports it
     del spec["kubeedge"]
     if "edgeruntime" in spec:
-        return "dropped legacy kubeedge (edgeruntime is already set)"
+        return Move(migrate_kubeedge, "kubeedge", "edgeruntime.kubeedge", "dropped", held_by="edgeruntime")
     kubeedge = {k: v for k, v in (legacy or {}).items() if k != "edgeWatcher"}
     kubeedge.setdefault("enabled", False)
     kubeedge.setdefault("iptables-manager", {"enabled": True, "mode": "external"})
     spec["edgeruntime"] = {"enabled": kubeedge["enabled"], "kubeedge": kubeedge}
-    return "moved kubeedge -> edgeruntime.kubeedge"
+    return Move(migrate_kubeedge, "kubeedge", "edgeruntime.kubeedge")
 
 
 def _devops_default(key: str, value: float) -> Migration:
@@ -268,8 +279,17 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
-def migrate(spec: Spec) -> tuple[Spec, list[str]]:
-    """Run every migration on a deep copy of ``spec``; return it and what changed (input untouched)."""
+def migrate_notes(spec: Spec) -> tuple[Spec, list[Move | str]]:
+    """Run every migration on a deep copy of ``spec``; return it and what each step did (input untouched)."""
     out = copy.deepcopy(spec)
-    done = [msg for step in MIGRATIONS if (msg := step(out))]
-    return out, done
+    return out, [note for step in MIGRATIONS for note in _listed(step(out))]
+
+
+def migrate(spec: Spec) -> tuple[Spec, list[str]]:
+    """:func:`migrate_notes` with each note as the line status.migrations shows."""
+    out, notes = migrate_notes(spec)
+    return out, [str(note) for note in notes]
+
+
+def _listed(result: Move | list[Move] | str | None) -> list[Move | str]:
+    return [] if result is None else list(result) if isinstance(result, list) else [result]

@@ -6,6 +6,8 @@ import copy
 import re
 from typing import Any
 
+from installer.spec import under
+
 REDACTED = "<redacted>"
 
 #: Dotted spec paths whose values are credentials.
@@ -26,12 +28,12 @@ _SECRET_KEY = re.compile(r"(password|secret|token)$", re.IGNORECASE)
 
 def is_secret(path: str) -> bool:
     """Whether the value at dotted ``path`` (or anything below it) may hold a credential."""
-    return is_credential(path) or any(s.startswith(path + ".") for s in SECRET_PATHS)
+    return is_credential(path) or any(under(s, path) for s in SECRET_PATHS)
 
 
 def is_credential(path: str) -> bool:
     """Whether dotted ``path`` is itself a credential field (or lies inside one)."""
-    if any(path == s or path.startswith(s + ".") for s in SECRET_PATHS):
+    if any(under(path, s) for s in SECRET_PATHS):
         return True
     last = re.split(r"[.\[]", path)[-1].strip('"]')
     return bool(_SECRET_KEY.search(last))

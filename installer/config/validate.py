@@ -38,6 +38,11 @@ class SpecError:
         return f"{self.path}: {self.message}"
 
 
+def format_errors(errors: Iterable[SpecError]) -> str:
+    """One indented ``path: message`` line per error, as the CLI and the log list them."""
+    return "\n".join(f"  {error}" for error in errors)
+
+
 def _full_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
     """``pattern`` must match the whole string (``$`` alone would accept a trailing newline)."""
     if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):

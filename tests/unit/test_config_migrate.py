@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from installer.config import default_spec, prepare
-from installer.config.migrate import MIGRATIONS, migrate
+from installer.config.migrate import MIGRATIONS, Move, migrate, migrate_notes
 
 ISTIO = {"components": {"ingressGateways": [{"name": "istio-ingressgateway", "enabled": False}],
                         "cni": {"enabled": False}}}
@@ -128,9 +128,60 @@ def test_current_shape_wins_over_legacy_spelling() -> None:
 
 
 def test_console_merges_under_existing_core_console() -> None:
-    out, _ = migrate({**T, "console": {"port": 30999, "enableMultiLogin": False},
-                      "common": {"core": {"console": {"port": 30880}}}})
+    out, done = migrate({**T, "console": {"port": 30999, "enableMultiLogin": False},
+                         "common": {"core": {"console": {"port": 30880}}}})
     assert out["common"]["core"]["console"] == {"port": 30880, "enableMultiLogin": False}
+    assert done == ["dropped legacy console.port (common.core.console.port is already set)",
+                    "moved console.enableMultiLogin -> common.core.console.enableMultiLogin"]
+
+
+@pytest.mark.parametrize("spec, kept, note", [
+    ({"logging": {"logsidecarReplicas": 5, "logsidecar": {"replicas": 2}}},
+     {"logging": {"enabled": False, "logsidecar": {"replicas": 2}}},
+     "dropped legacy logging.logsidecarReplicas (logging.logsidecar.replicas is already set)"),
+    ({"networkpolicy": {"enabled": True}, "network": {"networkpolicy": {"enabled": False}}},
+     {"network": {"networkpolicy": {"enabled": False}, "ippool": {"type": "none"}, "topology": {"type": "none"}}},
+     "dropped legacy networkpolicy (network.networkpolicy is already set)"),
+    ({"console": {"port": 30999}, "common": {"core": {"console": "x"}}}, {"common": {"core": {"console": "x"}}},
+     "dropped legacy console (common.core.console is already set)"),
+], ids=["logsidecar", "networkpolicy", "console"])
+def test_a_legacy_value_that_gives_way_is_reported_dropped(spec: dict[str, Any], kept: dict[str, Any],
+                                                           note: str) -> None:
+    assert migrate({**T, **spec}) == ({**T, **kept}, [note])
+
+
+def test_logsidecar_replicas_fill_an_existing_logsidecar_without_them() -> None:
+    out, done = migrate({**T, "logging": {"enabled": True, "logsidecarReplicas": 3, "logsidecar": {"enabled": False}}})
+    assert out["logging"]["logsidecar"] == {"enabled": False, "replicas": 3}
+    assert done == ["moved logging.logsidecarReplicas -> logging.logsidecar.replicas"]
+
+
+def test_notes_are_records_and_their_text() -> None:
+    _, notes = migrate_notes({**T, "common": {"redisVolumSize": "9Gi", "redis": {"volumeSize": "3Gi"}},
+                              "kubeedge": {}, "edgeruntime": {}, "events": {}})
+    redis, ruler, kubeedge = notes
+    assert isinstance(redis, Move) and (redis.src, redis.dst, redis.kind) == (
+        "common.redisVolumSize", "common.redis.volumeSize", "dropped")
+    assert ruler == "added events.ruler (enabled: true, replicas: 2)"
+    assert isinstance(kubeedge, Move) and kubeedge.dst == "edgeruntime.kubeedge"
+    assert str(kubeedge) == "dropped legacy kubeedge (edgeruntime is already set)"
+
+
+def test_a_dropped_value_is_validated_where_written_and_the_kept_one_as_itself() -> None:
+    spec = {**T, "logging": {"logsidecarReplicas": "x", "logsidecar": {"replicas": 2}}}
+    prepared = prepare(spec)
+    assert prepared.migrations == [
+        "dropped legacy logging.logsidecarReplicas (logging.logsidecar.replicas is already set)"]
+    assert [str(e) for e in prepared.errors] == [
+        'logging.logsidecarReplicas (dropped: logging.logsidecar.replicas is already set): must be a replica count '
+        '(integer 0-100); got string "x"']
+    spec = {**T, "logging": {"logsidecarReplicas": 5, "logsidecar": {"replicas": "y"}}}
+    assert [str(e) for e in prepare(spec).errors] == [
+        'logging.logsidecar.replicas: must be a replica count (integer 0-100); got string "y"']
+    spec = {**T, "console": {"port": "abc", "type": "NodePort"}, "common": {"core": {"console": {"port": 30880}}}}
+    assert [str(e) for e in prepare(spec).errors] == [
+        'console.port (dropped: common.core.console.port is already set): must be a NodePort (integer 30000-32767); '
+        'got string "abc"']
 
 
 def test_no_status_driven_rewrites() -> None:

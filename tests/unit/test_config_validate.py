@@ -10,7 +10,8 @@ import pytest
 from installer_state import DEFAULT_CC
 
 from installer.config import SpecError, apply_defaults, default_spec, prepare
-from installer.config.validate import format_path, schema, validate, validate_transition
+from installer.config.validate import MAX_DEPTH, format_errors, format_path, schema, validate, validate_transition
+from installer.spec import under
 
 HOSTILE = "; rm -rf /"
 JINJA = "{{ lookup('pipe','id') }}"
@@ -300,6 +301,18 @@ def test_prepare_validates_after_migration() -> None:
     assert [e.path for e in prepared.errors] == ["console.port (moved to common.core.console.port)"]
 
 
+def test_format_errors_lists_one_indented_line_each() -> None:
+    errors = [SpecError("a.b", "must be x"), SpecError("c[0]", "must be y")]
+    assert format_errors(errors) == "  a.b: must be x\n  c[0]: must be y"
+    assert format_errors([]) == ""
+
+
+def test_under_means_at_or_below() -> None:
+    assert under("common.es", "common.es") and under("common.es.master", "common.es")
+    assert under("common.es[0]", "common.es")
+    assert not under("common.esx", "common.es") and not under("common", "common.es")
+
+
 def test_format_path() -> None:
     assert format_path(["common", "gpu", "kinds", 0, "resourceName"]) == "common.gpu.kinds[0].resourceName"
     assert format_path(["edgeruntime", "kubeedge", "iptables-manager"]) == "edgeruntime.kubeedge.iptables-manager"
@@ -320,7 +333,7 @@ def _nested(depth: int) -> dict:
 
 
 @pytest.mark.parametrize("changes, path, words", [
-    ({"monitoring": _nested(600)}, "monitoring.a.a", "nested deeper than 64 levels"),
+    ({"monitoring": _nested(600)}, "monitoring.a.a", f"nested deeper than {MAX_DEPTH} levels"),
     ({"nodeSelector": {1: "a", "b": "c"}}, "nodeSelector.1", "field names must be strings"),
     ({"common": {"core": {"console": {"port": 30880.0}}}}, "common.core.console.port", "got number 30880.0"),
     ({"devops": {"enabled": True, "jenkinsCpuReq": float("nan")}}, "devops.jenkinsCpuReq", "got NaN"),

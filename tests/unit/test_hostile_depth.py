@@ -78,6 +78,30 @@ def test_a_deep_cc_from_the_api_is_an_invalid_spec(spec: str, error: str) -> Non
     assert _spec_errors(cc) == [error]  # what the reconcile reports: Stalled, reason InvalidSpec, an Event
 
 
+def test_deleting_the_cc_decodes_no_response() -> None:
+    calls: list[dict[str, Any]] = []
+
+    class Response:
+        released = False
+
+        @property
+        def data(self) -> bytes:
+            return _cc_json(_deep_list(DEEP)).encode()
+
+        def release_conn(self) -> None:
+            Response.released = True
+
+    class Custom:
+        def delete_namespaced_custom_object(self, *args: Any, **kwargs: Any) -> Response:
+            calls.append(kwargs)
+            return Response()
+
+    ccs = ClusterConfigurations(client.ApiClient())
+    ccs.custom = Custom()  # type: ignore[assignment]
+    ccs.delete()
+    assert calls == [{"_preload_content": False}] and Response.released
+
+
 @DEEP_SPECS
 def test_a_deep_cc_in_the_binding_context_is_an_invalid_spec(tmp_path: Path, spec: str, error: str) -> None:
     cc = _cc_json(spec)
@@ -97,9 +121,40 @@ def test_nesting_the_decoder_survives_is_read_as_it_is() -> None:
     assert errors == [f"{LIST_PATH}: {TOO_DEEP}"]  # the same answer as for the deeper ones
 
 
+def _wrapped(value: Any, levels: int, key: str | None = None) -> Any:
+    """``value`` inside ``levels`` lists (or objects with the one ``key``), built without recursion."""
+    for _ in range(levels):
+        value = [value] if key is None else {key: value}
+    return value
+
+
+TRICKY = r'"]}[{\"\\"'  # a JSON string holding brackets, an escaped quote and a trailing escaped backslash
+TRICKY_VALUE = ']}[{"\\'
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[" * PARSE_DEPTH + TRICKY + "]" * PARSE_DEPTH, _wrapped(TRICKY_VALUE, PARSE_DEPTH)),  # at the limit: kept
+    ("[" * (PARSE_DEPTH + 1) + TRICKY + "]" * (PARSE_DEPTH + 1), _wrapped(None, PARSE_DEPTH)),
+    (f'{{"before": {TRICKY}, "deep": ' + "[" * (PARSE_DEPTH + 40) + f"{TRICKY}, [{TRICKY}], {{{TRICKY}: 1}}"
+     + "]" * (PARSE_DEPTH + 40) + f', "after": [{TRICKY}]}}',
+     {"before": TRICKY_VALUE, "deep": _wrapped(None, PARSE_DEPTH - 1), "after": [TRICKY_VALUE]}),
+    ('{"k\\"]": ' * (PARSE_DEPTH + 3) + TRICKY + "}" * (PARSE_DEPTH + 3), _wrapped(None, PARSE_DEPTH, 'k"]')),
+    (f"[[{TRICKY}, " + "[" * (PARSE_DEPTH + 2) + "]" * (PARSE_DEPTH + 2) + f", {TRICKY}, "
+     + "[" * (PARSE_DEPTH + 9) + TRICKY + "]" * (PARSE_DEPTH + 9) + f"], {TRICKY}]",
+     [[TRICKY_VALUE, _wrapped(None, PARSE_DEPTH - 2), TRICKY_VALUE, _wrapped(None, PARSE_DEPTH - 2)], TRICKY_VALUE]),
+], ids=["at the limit", "one deeper", "strings before, inside and after the cut", "object keys", "two cuts"])
+def test_what_lies_deeper_than_the_parse_depth_is_null(text: str, expected: Any) -> None:
+    assert loads_json(text) == expected
+    assert loads_json(text.encode()) == expected
+
+
 def test_unterminated_deep_json_is_a_decode_error() -> None:
     with pytest.raises(ValueError, match="unterminated"):
         loads_json("[" * (PARSE_DEPTH + 1000))
+    closers_in_a_string = "[" * (PARSE_DEPTH + 3) + '"' + "]" * (PARSE_DEPTH + 3) + '\\""'
+    with pytest.raises(json.JSONDecodeError, match=f"unterminated nesting deeper than {PARSE_DEPTH} levels") as exc:
+        loads_json(closers_in_a_string)
+    assert exc.value.pos == PARSE_DEPTH  # where the first level too deep opens
 
 
 # ---------------------------------------------------------------- YAML: plan --desired
@@ -184,7 +239,7 @@ def test_a_duplicate_key_names_its_line_and_path(tmp_path: Path, spec_text: str,
      '(integer 0-100); got string "x"'),
 ])
 def test_a_dropped_legacy_value_is_validated(changes: dict[str, Any], error: str) -> None:
-    spec = {**copy.deepcopy(DEFAULT_CC["spec"]), **changes}
+    spec = copy.deepcopy({**DEFAULT_CC["spec"], **changes})  # the case's own dicts stay as they are
     if "logging" in changes:
         spec["logging"]["logsidecar"] = {"enabled": True, "replicas": 2}
     assert [str(e) for e in prepare(spec).errors] == [error]

@@ -222,6 +222,26 @@ def test_the_plan_cli_refuses_what_the_api_server_would(tmp_path: Path, text: by
     assert rc == 2 and out is None and words in err and "Traceback" not in err
 
 
+MARKER = "marker-0f3a9c"
+
+
+@pytest.mark.parametrize("text, where", [
+    (f"spec:\n  authentication:\n    jwtSecret: {MARKER}-1\n    jwtSecret: {MARKER}-2\n",
+     "line 4, column 5: found the key 'jwtSecret' twice (spec.authentication.jwtSecret)"),
+    (f"spec:\n  authentication:\n    jwtSecret: {MARKER}: x\n", "line 3, column"),
+    (f'spec:\n  authentication: {{jwtSecret: "{MARKER}\n',
+     "line 2, column 31: while scanning a quoted scalar; line 3, column 1: found unexpected end of stream"),
+], ids=["duplicate key", "scanner error", "unterminated string"])
+def test_a_yaml_error_names_the_line_without_quoting_it(tmp_path: Path, text: str, where: str) -> None:
+    path = tmp_path / "cc.yaml"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(path)],
+                          capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"error: {path}: cannot read YAML: ") and where in proc.stderr
+    assert MARKER not in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_plan_shows_migrations_and_warnings(tmp_path: Path) -> None:
     legacy = cc_with()
     legacy["spec"]["console"] = {"enableMultiLogin": True, "port": 30881}  # pre-3.0 place of the console settings
