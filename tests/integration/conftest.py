@@ -92,7 +92,11 @@ class Installer:
                                                             live)
 
     def cc(self) -> dict[str, Any]:
-        return self.custom.get_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME)
+        """The cc, read as the installer reads it (a spec nested past the decoder's depth is cut, not fatal)."""
+        live = ClusterConfigurations(self.api).get()
+        if live is None:
+            raise ApiException(status=404, reason=f"{CC_PLURAL} {CC_NAME} not found")
+        return live
 
     def patch_status(self, status: dict[str, Any]) -> None:
         ClusterConfigurations(self.api).patch_status(status)

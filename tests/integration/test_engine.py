@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from installer.config.validate import MAX_DEPTH
+
 from .conftest import REPO, Installer, kill_tree, stored_state
 
 pytestmark = pytest.mark.cluster
@@ -72,8 +74,8 @@ def test_first_reconcile_installs_default_modules_and_reports_ready(installer: I
                    for t in module["tasks"]), module
 
 
-def test_unchanged_spec_runs_no_playbook(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_unchanged_spec_runs_no_playbook(installer: Installer) -> None:
     installer.apply_cc()
     installer.reconcile()
     before = installer.module_objects()
@@ -85,8 +87,8 @@ def test_unchanged_spec_runs_no_playbook(platform: Installer) -> None:
     assert not list(installer.results.glob("*/stdout"))  # no playbook wrote its results
 
 
-def test_etcd_monitoring_reruns_only_monitoring(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_etcd_monitoring_reruns_only_monitoring(installer: Installer) -> None:
     installer.apply_cc()
     installer.reconcile()
     before = installer.module_objects()
@@ -116,8 +118,8 @@ def test_etcd_monitoring_reruns_only_monitoring(platform: Installer) -> None:
     assert {m: after[m] for m in after if m != "monitoring"} == {m: before[m] for m in before if m != "monitoring"}
 
 
-def test_disable_uninstalls_and_enable_reinstalls(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_disable_uninstalls_and_enable_reinstalls(installer: Installer) -> None:
     installer.apply_cc(gatekeeper={"enabled": True})
     installer.reconcile()
     assert "gatekeeper" in installer.module_objects()
@@ -141,8 +143,8 @@ def test_disable_uninstalls_and_enable_reinstalls(platform: Installer) -> None:
     assert installer.status()["gatekeeper"]["status"] == "enabled"
 
 
-def test_derived_opensearch_is_uninstalled_with_its_last_consumer(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_derived_opensearch_is_uninstalled_with_its_last_consumer(installer: Installer) -> None:
     installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}})
     proc = installer.reconcile()
     assert {"fluentbit", "logging", "opensearch"} <= set(installer.ran(proc))
@@ -155,8 +157,8 @@ def test_derived_opensearch_is_uninstalled_with_its_last_consumer(platform: Inst
     assert not installer.leftovers("fluentbit", "logging", "opensearch")
 
 
-def test_failed_module_blocks_dependents_and_is_retried(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_failed_module_blocks_dependents_and_is_retried(installer: Installer, tmp_path: Path) -> None:
     playbooks = tmp_path / "failing-playbooks"
     shutil.copytree(REPO / "playbooks", playbooks)
     (playbooks / "opensearch.yaml").write_text(
@@ -199,9 +201,9 @@ BAD_SPECS = [
 ]
 
 
-def test_bad_spec_is_stalled_and_changes_nothing(platform: Installer) -> None:
+@pytest.mark.platform
+def test_bad_spec_is_stalled_and_changes_nothing(installer: Installer) -> None:
     """Each bad spec in turn, on one installed platform (nothing any of them does may change it)."""
-    installer = platform  # the default platform, installed and recorded
     installer.apply_cc()
     installer.reconcile()
     objects, state = installer.module_objects(), stored_state(installer)
@@ -232,35 +234,41 @@ def _put_raw(installer: Installer, cc: dict, spec_text: str) -> None:
     assert response.status == 200, response.data[:2000]
 
 
-def test_a_spec_nested_deeper_than_python_parses_is_stalled_and_changes_nothing(platform: Installer) -> None:
-    """A cc nested 995 deep, which the API server accepts, is refused like any invalid spec. The harness's own
-    reads (``installer.cc()``) would recurse, so the cc is read and written here without decoding it."""
+DEEP = 995  # the API server accepts it; Python's JSON decoder does not
+
+
+@pytest.mark.platform
+def test_a_spec_nested_deeper_than_python_parses_is_stalled_and_changes_nothing(installer: Installer) -> None:
+    """A cc nested 995 deep, which the API server accepts, is refused like any invalid spec. The client would
+    recurse encoding such a spec, so it is written here as text."""
     from installer.kube import ClusterConfigurations
 
-    installer = platform
     installer.apply_cc()
     installer.reconcile()
     objects, state = installer.module_objects(), stored_state(installer)
     ccs = ClusterConfigurations(installer.api)
     live = ccs.get()
     assert live is not None
-    deep = json.dumps(live["spec"])[:-1] + ', "affinity": ' + "[" * 995 + "]" * 995 + "}"
+    deep = json.dumps(live["spec"])[:-1] + ', "affinity": ' + "[" * DEEP + "]" * DEEP + "}"
     _put_raw(installer, live, deep)
-    proc = installer.reconcile(check=False)
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert "is nested deeper than 64 levels" in proc.stderr and installer.ran(proc) == []
-    cc = ccs.get()
-    assert cc is not None
-    stalled = next(c for c in cc["status"]["conditions"] if c["type"] == "Stalled")
-    assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec"
-    assert "affinity[0][0]" in stalled["message"] and stalled["observedGeneration"] == cc["metadata"]["generation"]
-    assert installer.module_objects() == objects and stored_state(installer) == state
-    _put_raw(installer, cc, json.dumps(live["spec"]))  # back to a spec the harness can read
+    try:
+        proc = installer.reconcile(check=False)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        assert f"is nested deeper than {MAX_DEPTH} levels" in proc.stderr and installer.ran(proc) == []
+        cc = ccs.get()
+        assert cc is not None
+        stalled = next(c for c in cc["status"]["conditions"] if c["type"] == "Stalled")
+        assert stalled["status"] == "True" and stalled["reason"] == "InvalidSpec"
+        assert "affinity[0][0]" in stalled["message"]
+        assert stalled["observedGeneration"] == cc["metadata"]["generation"]
+        assert installer.module_objects() == objects and stored_state(installer) == state
+    finally:  # back to a spec the next test's harness can read, whatever failed
+        _put_raw(installer, ccs.get() or live, json.dumps(live["spec"]))
     assert any(e[1] == "InvalidSpec" and "nested deeper" in e[2] for e in installer.cc_events())
 
 
-def test_sigkill_mid_run_then_rerun_completes(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_sigkill_mid_run_then_rerun_completes(installer: Installer) -> None:
     installer.apply_cc()
     installer.reconcile()
     installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}},
@@ -289,8 +297,8 @@ def test_sigkill_mid_run_then_rerun_completes(platform: Installer) -> None:
     assert set(installer.ran(rerun)).isdisjoint(completed - {"ks-config"})
 
 
-def test_forced_full_run_reruns_every_enabled_module(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_forced_full_run_reruns_every_enabled_module(installer: Installer) -> None:
     installer.apply_cc()
     installer.reconcile()
     proc = installer.reconcile("--all")

@@ -65,8 +65,8 @@ def kubesphere_config(installer: Installer) -> str:
     return cm.data["kubesphere.yaml"]
 
 
-def test_killed_install_then_disabled_is_uninstalled(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_killed_install_then_disabled_is_uninstalled(installer: Installer, tmp_path: Path) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     installer.apply_cc(network=WEAVE)
@@ -89,8 +89,8 @@ def test_killed_install_then_disabled_is_uninstalled(platform: Installer, tmp_pa
     assert installer.condition("Ready")["status"] == "True"
 
 
-def test_failed_upgrade_then_revert_runs_again(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_failed_upgrade_then_revert_runs_again(installer: Installer, tmp_path: Path) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "monitoring", FAIL))
@@ -115,8 +115,8 @@ def test_failed_upgrade_then_revert_runs_again(platform: Installer, tmp_path: Pa
     assert installer.condition("Ready")["status"] == "True"
 
 
-def test_absent_section_keeps_modules_until_explicitly_disabled(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_absent_section_keeps_modules_until_explicitly_disabled(installer: Installer) -> None:
     installer.apply_cc(logging={"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}},
                        gatekeeper={"enabled": True})
     installer.reconcile_ok()
@@ -147,8 +147,8 @@ def test_absent_section_keeps_modules_until_explicitly_disabled(platform: Instal
     assert not installer.leftovers(*optional)
 
 
-def test_missing_state_secret_uninstalls_nothing(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_missing_state_secret_uninstalls_nothing(installer: Installer) -> None:
     installer.apply_cc(gatekeeper={"enabled": True})
     installer.reconcile_ok()
     client.CoreV1Api(installer.api).delete_namespaced_secret(STATE_SECRET, NAMESPACE)
@@ -169,8 +169,8 @@ def hook_tick(installer: Installer, tmp_path: Path, binding: str = "Retry failed
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-def test_drift_is_found_on_the_schedule_and_repaired(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_drift_is_found_on_the_schedule_and_repaired(installer: Installer, tmp_path: Path) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     quiet = hook_tick(installer, tmp_path, KS_DRIFT_INTERVAL="0")
@@ -197,8 +197,8 @@ def test_drift_is_found_on_the_schedule_and_repaired(platform: Installer, tmp_pa
     assert "Drift" not in again.stderr and "Start " not in again.stderr, again.stderr
 
 
-def test_schedule_retries_a_failed_module_once_its_backoff_expired(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_schedule_retries_a_failed_module_once_its_backoff_expired(installer: Installer, tmp_path: Path) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "monitoring", FAIL))
@@ -214,8 +214,8 @@ def test_schedule_retries_a_failed_module_once_its_backoff_expired(platform: Ins
     assert installer.status()["modules"]["monitoring"]["attempts"] == 2
 
 
-def test_sigterm_stops_and_the_next_run_resumes(platform: Installer, tmp_path: Path) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_sigterm_stops_and_the_next_run_resumes(installer: Installer, tmp_path: Path) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "network", SLOW))
@@ -239,8 +239,8 @@ def test_sigterm_stops_and_the_next_run_resumes(platform: Installer, tmp_path: P
     assert installer.condition("Ready")["status"] == "True"
 
 
-def test_lease_of_a_dead_installer_is_taken_over_at_once(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_lease_of_a_dead_installer_is_taken_over_at_once(installer: Installer) -> None:
     installer.apply_cc()
     coord = client.CoordinationV1Api(installer.api)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
@@ -256,8 +256,8 @@ def test_lease_of_a_dead_installer_is_taken_over_at_once(platform: Installer) ->
     assert coord.read_namespaced_lease(LEASE_NAME, NAMESPACE).spec.holder_identity is None  # released
 
 
-def test_a_live_holder_keeps_the_lease_and_a_lost_lease_is_noticed(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_a_live_holder_keeps_the_lease_and_a_lost_lease_is_noticed(installer: Installer) -> None:
     installer.apply_cc()
     mine = Lease(installer.api)  # held by this (live) process
     mine.acquire()
@@ -276,8 +276,8 @@ def test_a_live_holder_keeps_the_lease_and_a_lost_lease_is_noticed(platform: Ins
     assert coord.read_namespaced_lease(LEASE_NAME, NAMESPACE).spec.holder_identity == "other-host/1/1"
 
 
-def test_corrupt_state_is_stalled_and_repairable(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_corrupt_state_is_stalled_and_repairable(installer: Installer) -> None:
     installer.apply_cc(gatekeeper={"enabled": True})
     installer.reconcile_ok()
     objects = installer.module_objects()
@@ -307,8 +307,8 @@ def test_corrupt_state_is_stalled_and_repairable(platform: Installer) -> None:
     assert "Start uninstalling" not in proc.stderr  # no record of installing it: left alone
 
 
-def test_new_installer_version_reruns_every_module_once(platform: Installer) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_new_installer_version_reruns_every_module_once(installer: Installer) -> None:
     installer.apply_cc()
     installer.reconcile_ok()
     bump = ("import sys, installer; installer.__version__ = '9.9.9'; from installer.cli import main; "
@@ -322,8 +322,8 @@ def test_new_installer_version_reruns_every_module_once(platform: Installer) -> 
     assert installer.ran(proc) == []
 
 
-def test_in_a_pod_a_holder_whose_pod_is_gone_is_dead(platform: Installer, monkeypatch: pytest.MonkeyPatch) -> None:
-    installer = platform  # the default platform, installed and recorded
+@pytest.mark.platform
+def test_in_a_pod_a_holder_whose_pod_is_gone_is_dead(installer: Installer, monkeypatch: pytest.MonkeyPatch) -> None:
     core = client.CoreV1Api(installer.api)
     pod = client.V1Pod(metadata=client.V1ObjectMeta(name="ks-installer-live", labels={"app": "lease-test"}),
                        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="busybox")]))

@@ -194,8 +194,9 @@ def snapshot(installer: Installer, group: str) -> Snapshot:
     for stem, inv in INVENTORY.items():
         if group_of(stem) == group:
             snap.found.update({ref(o): _label(dyn, o) for o in inv["objects"]})
-    snap.crds = {c.metadata.name: installer.api.sanitize_for_serialization(c)
-                 for c in client.ApiextensionsV1Api(installer.api).list_custom_resource_definition().items}
+    if group == "all":  # the CRD check reads every module's CRDs, all present only here
+        snap.crds = {c.metadata.name: installer.api.sanitize_for_serialization(c)
+                     for c in client.ApiextensionsV1Api(installer.api).list_custom_resource_definition().items}
     return snap
 
 
