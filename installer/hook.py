@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -35,7 +36,8 @@ SPEC_BINDING = "Monitor clusterconfiguration"
 RETRY_BINDING = "Retry annotation"
 SCHEDULE_BINDING = "Retry failed modules"
 STATE_BINDING = "Installer state"
-"""The state Secret, only as a snapshot for the other bindings (it triggers nothing)."""
+"""The state Secret, only as a snapshot for the other bindings (it triggers nothing). shell-operator writes
+snapshots to its temp files: the binding keeps only what the fast path reads, and no credential (STATE_JQ)."""
 SNAPSHOTS = [SPEC_BINDING, STATE_BINDING]
 FULL_RUN = "all"
 """Annotation value that re-runs every enabled module, like the original installer."""
@@ -57,6 +59,35 @@ def _watch(name: str, jq_filter: str, events: list[str], on_sync: bool, full: bo
     }
 
 
+STATE_JQ = """%(pattern)s as $re | %(public)s as $public
+| def dotted: [.[] | strings | split(".")[]] | if .[0] == "inputs" then .[1:] else . end;
+  def withheld: . as $doc | any(paths(scalars) as $p | ($p | dotted) as $s | ($doc | getpath($p)) as $v
+    | $v != null and $v != "" and any($s[]; test($re; "i")) and $public[$s | join(".")] != $v; .);
+  (.data // {}) as $data
+  | {resourceVersion: .metadata.resourceVersion,
+     data: (if (try any($data[]; try (@base64d | fromjson | withheld) catch true) catch true)
+            then null else $data end)}"""
+"""The state Secret's resourceVersion and data; ``data`` is null when an entry (decoded: the last spec, a module's
+inputs) holds a credential other than a published default, or cannot be read. Then the full reconcile decides."""
+
+
+def state_filter() -> str:
+    """STATE_JQ with the credential key names and the public default credentials of installer.config.secrets."""
+    from installer.config.defaults import default_spec
+    from installer.config.secrets import SECRET_KEY, SECRET_PATHS, is_credential
+
+    names = sorted({path.rsplit(".", 1)[-1] for path in SECRET_PATHS})
+    pattern = "|".join([SECRET_KEY.pattern, *(f"^{re.escape(name)}$" for name in names)])
+    public = {path: value for path, value in _leaves(default_spec()) if is_credential(path) and value not in ("", None)}
+    return STATE_JQ % {"pattern": json.dumps(pattern), "public": json.dumps(public, sort_keys=True)}
+
+
+def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if not isinstance(node, dict):
+        return [(prefix, node)]
+    return [leaf for key, value in node.items() for leaf in _leaves(value, f"{prefix}.{key}" if prefix else key)]
+
+
 def binding_config() -> dict[str, Any]:
     return {
         "configVersion": "v1",
@@ -65,9 +96,11 @@ def binding_config() -> dict[str, Any]:
             _watch(SPEC_BINDING, ".spec", ["Added", "Modified"], True, full=True),
             # Modified only: a new cc is reconciled once, by the spec binding.
             _watch(RETRY_BINDING, f'.metadata.annotations["{RETRY_ANNOTATION}"]', ["Modified"], False),
+            # Only the filter's result, never the Secret itself, reaches the snapshot.
             {"name": STATE_BINDING, "apiVersion": "v1", "kind": "Secret", "executeHookOnEvent": [],
              "executeHookOnSynchronization": False, "nameSelector": {"matchNames": [STATE_SECRET]},
-             "namespace": {"nameSelector": {"matchNames": [NAMESPACE]}}, "keepFullObjectsInMemory": True},
+             "namespace": {"nameSelector": {"matchNames": [NAMESPACE]}}, "jqFilter": state_filter(),
+             "keepFullObjectsInMemory": False},
         ],
         "schedule": [{"name": SCHEDULE_BINDING, "crontab": "* * * * *", "allowFailure": True,
                       "includeSnapshotsFrom": SNAPSHOTS}],
@@ -128,11 +161,32 @@ def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:
     try:
         from installer import fastpath
 
-        return fastpath.settle(contexts, triggers <= {SCHEDULE_BINDING}, SPEC_BINDING, STATE_BINDING,
-                               Settings.from_env())
+        return fastpath.settle(_state_objects(contexts), triggers <= {SCHEDULE_BINDING}, SPEC_BINDING,
+                               STATE_BINDING, Settings.from_env())
     except Exception:  # the full reconcile decides again, from the API
         log.debug("fast path not taken", exc_info=True)
         return False
+
+
+def _state_objects(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``contexts`` with the state snapshot's filterResult (STATE_JQ) as the object installer.fastpath reads."""
+    out = []
+    for context in contexts:
+        items = (context.get("snapshots") or {}).get(STATE_BINDING)
+        if items and "filterResult" in items[0]:
+            state = [{"object": _state_object(items[0]["filterResult"])}]
+            context = {**context, "snapshots": {**context["snapshots"], STATE_BINDING: state}}
+        out.append(context)
+    return out
+
+
+def _state_object(result: Any) -> dict[str, Any] | None:
+    """The Secret as far as the fast path needs it; None when the filter withheld its data (the full path reads
+    it from the API)."""
+    if not isinstance(result, dict) or not isinstance(result.get("data"), dict):
+        log.debug("state snapshot without data (a credential or an unreadable entry): the full reconcile decides")
+        return None
+    return {"metadata": {"resourceVersion": result.get("resourceVersion")}, "data": result["data"]}
 
 
 def _handle(triggers: set[str], cancel: threading.Event) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import ansible_runner
+import yaml
 
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory
 from installer.modules import get_module
@@ -26,6 +27,8 @@ from installer.settings import Settings
 
 log = logging.getLogger("installer")
 ERROR_TAIL = 2000
+EXTRAVARS = Path("env") / "extravars"
+"""Where ansible-runner looks for extra-vars in a private data dir (it passes ``-e @<file>`` when it exists)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,52 @@ def end_leftovers(entry: bytes, grace: float = 5.0) -> list[int]:
     return leftovers
 
 
+class _Unsafe(str):
+    """A string Ansible must never template."""
+
+
+class _VarsDumper(yaml.SafeDumper):
+    """YAML for extra-vars: each string value (not key) tagged ``!unsafe``."""
+
+
+_VarsDumper.add_representer(_Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value), style='"'))
+_RESOLVER = yaml.resolver.Resolver()
+_STR = "tag:yaml.org,2002:str"
+
+
+def _reads_as_str(value: str) -> bool:
+    """Whether Ansible reads ``!unsafe`` over ``value`` as a string: it resolves the tagged scalar as if plain, so
+    ``""``, ``"true"`` or ``"12"`` would become null, a bool, an int."""
+    return _RESOLVER.resolve(yaml.ScalarNode, value, (True, False)) == _STR
+
+
+def _unsafe(value: Any) -> Any:
+    """``value`` with every string in it marked unsafe. A string YAML would read as another type is left plain: it
+    matches YAML's null/bool/number/date patterns, so it holds no template syntax."""
+    if isinstance(value, dict):
+        return {key: _unsafe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_unsafe(item) for item in value]
+    if isinstance(value, str) and _reads_as_str(value):
+        return _Unsafe(value)
+    return value
+
+
+def unsafe_yaml(variables: dict[str, Any]) -> str:
+    """``variables`` as YAML for Ansible, every string value ``!unsafe``: Ansible uses them as they are and never
+    evaluates one as a template (a spec value is data, never code)."""
+    return yaml.dump(_unsafe(variables), Dumper=_VarsDumper, allow_unicode=True, sort_keys=False)
+
+
+def write_extravars(pdd: Path, variables: dict[str, Any]) -> Path:
+    """Write ``variables`` (:func:`unsafe_yaml`, mode 0600) where ansible-runner passes them as extra-vars."""
+    path = pdd / EXTRAVARS
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
+        out.write(unsafe_yaml(variables))
+    return path
+
+
 def clean_run_dirs(run_dir: Path) -> None:
     """Remove what a killed run left behind (its private data dir holds the spec as extra-vars)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -164,6 +213,7 @@ class PlaybookRunner:
         with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
             extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
+            write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
             inventory_file = str(Path(pdd) / "inventory.jsonl")
             result = ansible_runner.run(
                 private_data_dir=pdd,
@@ -171,7 +221,6 @@ class PlaybookRunner:
                 artifact_dir=str(results),
                 ident=module.name,
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-                extravars=extravars,
                 envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file,
                          **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
@@ -203,6 +252,8 @@ class PlaybookRunner:
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_HOME": str(pdd / ".ansible"),
             "ANSIBLE_LOCAL_TEMP": str(pdd / "tmp"),
+            # Module payloads (their arguments hold spec values) stay in the run's dir, not ~/.ansible/tmp.
+            "ANSIBLE_REMOTE_TEMP": str(pdd / "remote-tmp"),
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
             "ANSIBLE_DEPRECATION_WARNINGS": "0",
         }

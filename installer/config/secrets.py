@@ -23,7 +23,7 @@ SECRET_PATHS: tuple[str, ...] = (
 )
 
 #: Any key ending like this is treated as a credential too (e.g. inside free-form ``oauthOptions``).
-_SECRET_KEY = re.compile(r"(password|secret|token)$", re.IGNORECASE)
+SECRET_KEY = re.compile(r"(password|secret|token)$", re.IGNORECASE)
 
 
 def is_secret(path: str) -> bool:
@@ -36,7 +36,7 @@ def is_credential(path: str) -> bool:
     if any(under(path, s) for s in SECRET_PATHS):
         return True
     last = re.split(r"[.\[]", path)[-1].strip('"]')
-    return bool(_SECRET_KEY.search(last))
+    return bool(SECRET_KEY.search(last))
 
 
 def redact(spec: dict[str, Any]) -> dict[str, Any]:
@@ -61,4 +61,4 @@ def _redact(node: Any, prefix: str) -> None:
 
 
 def _is_secret_leaf(path: str, key: Any) -> bool:
-    return path in SECRET_PATHS or (isinstance(key, str) and bool(_SECRET_KEY.search(key)))
+    return path in SECRET_PATHS or (isinstance(key, str) and bool(SECRET_KEY.search(key)))
