@@ -245,7 +245,7 @@ MODULES: tuple[Module, ...] = (
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
             "common.core.console.type", "common.core.console.extraVolumes", "common.core.console.extraVolumeMounts",
-            "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled"),
+            "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled", "common.s3"),
            ("preinstall", "redis", "openldap"), status_key="core", console=True,
            images=("ks_apiserver", "ks_console", "ks_controller_manager", "nginx_ingress_controller",
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
@@ -283,7 +283,8 @@ MODULES: tuple[Module, ...] = (
     Module("network", equals("network.topology.type", "weave-scope"), (), ("ks-core",),
            status_key="network.topology", images=("weave_scope",)),
     # The App Store's S3 settings are kubesphere.yaml's (ks-config); upstream wrote no status for it.
-    Module("openpitrix", flag("openpitrix.store.enabled"), (), ("ks-core", "minio"), images=("openpitrix_jobs",)),
+    Module("openpitrix", flag("openpitrix.store.enabled"), ("common.s3",), ("ks-core", "minio"),
+           images=("openpitrix_jobs",)),
     Module("servicemesh", flag("servicemesh.enabled"), ("servicemesh", *_LOG_BACKEND),
            ("ks-core", "opensearch"), status_key="servicemesh",
            images=("istio_pilot", "istio_proxyv2", "jaeger_operator", "jaeger_agent", "jaeger_collector",

@@ -4,6 +4,7 @@ and the usage report, sent to the test session's receiver). Then each is switche
 
 from __future__ import annotations
 
+import base64
 import re
 import urllib.parse
 
@@ -17,7 +18,7 @@ from .conftest import Installer
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 WEAVE = "weave"
 S3 = {"endpoint": "http://s3.example.com:9000", "region": "us-east-1", "disableSSL": True,
-      "forcePathStyle": True, "accessKeyID": "ak", "secretAccessKey": "sk"}
+      "forcePathStyle": True, "accessKeyID": "external-access-key", "secretAccessKey": "external-secret-key"}
 REPO = ("application.kubesphere.io", "v1alpha1", "helmrepos", "builtin-stable")
 
 
@@ -68,6 +69,17 @@ def test_network_openpitrix_and_telemetry(installer: Installer, telemetry_receiv
     assert repo["metadata"]["labels"]["installer.kubesphere.io/module"] == "openpitrix"
     job = import_job(installer)
     assert job and job.spec.template.spec.containers[0].command == ["import-app", "import"]
+    # The external S3's keys: in Secret kubesphere-s3, named by variable in kubesphere.yaml, never written there.
+    keys = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-s3", "kubesphere-system").data
+    assert {k: base64.b64decode(v).decode() for k, v in keys.items()} == {
+        "accesskey": S3["accessKeyID"], "secretkey": S3["secretAccessKey"]}
+    config = kubesphere_yaml(installer)
+    assert S3["accessKeyID"] not in config and S3["secretAccessKey"] not in config
+    assert "KUBESPHERE_S3_SECRETACCESSKEY" in config
+    pod = job.spec.template.spec
+    refs = {e.name: e.value_from.secret_key_ref.name for c in [*(pod.init_containers or []), *pod.containers]
+            for e in c.env or [] if e.value_from and e.value_from.secret_key_ref}
+    assert refs.get("KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY") == "kubesphere-s3", refs
     assert "openpitrix" not in installer.status()  # upstream wrote no status for the App Store
 
     cluster_id = installer.status()["clusterId"]

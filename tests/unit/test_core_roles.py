@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from role_harness import filter_plugins, run_play
+from role_harness import filter_plugins, leaves, run_play
 
 from installer.config.defaults import apply_defaults
 
@@ -46,6 +47,8 @@ CORE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "global_scheduling": ({"nodeSelector": {"global": "yes"}, "tolerations": [{"key": "k", "operator": "Exists"}],
                            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {}}},
                            "common": {"core": {"console": {"type": "LoadBalancer", "port": 30999}}}}, {}),
+    "external_s3": ({"common": {"s3": {"endpoint": "https://s3.example.com", "accessKeyID": "AK",
+                                       "secretAccessKey": "S&K\n\"x\""}}}, {}),
 }
 CONFIG: dict[str, dict[str, Any]] = {
     "default": {},
@@ -79,7 +82,9 @@ def _play(out: Path) -> dict[str, Any]:
         tasks += [{"ansible.builtin.include_role": {"name": "ks-core", "tasks_from": "render"},
                    "vars": {**apply_defaults(changes), **extra}},
                   {"ansible.builtin.copy": {"content": "{{ ks_core_objects | to_json }}",
-                                            "dest": str(out / f"core-{name}.json")}}]
+                                            "dest": str(out / f"core-{name}.json")}},
+                  {"ansible.builtin.copy": {"content": "{{ ks_core_s3_objects | to_json }}",
+                                            "dest": str(out / f"core-s3-{name}.json")}}]
     for name, changes in CONFIG.items():
         tasks += [{"ansible.builtin.include_role": {"name": "ks-config", "tasks_from": "render"},
                    "vars": {**apply_defaults(changes), "ks_jwt_secret": "jwt-key", "ks_admin_token": "admin.token"}},
@@ -162,13 +167,36 @@ def test_core_workloads(out: Path) -> None:
                 "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}},
             {"name": "KUBESPHERE_LDAP_MANAGERPASSWORD", "valueFrom": {
                 "secretKeyRef": {"name": "openldap-secret", "key": "password", "optional": True}}},
-            *({"name": f"KUBESPHERE_{path}_{var}", "valueFrom": {
-                "secretKeyRef": {"name": "minio", "key": key, "optional": True}}}
-              for path in ("S3", "OPENPITRIX_S3")
-              for var, key in (("ACCESSKEYID", "accesskey"), ("SECRETACCESSKEY", "secretkey")))]
+            *s3_env("minio")]
     assert pod(objects, "ks-apiserver")["containers"][0]["resources"] == {
         "limits": {"cpu": "1", "memory": "1024Mi"}, "requests": {"cpu": "20m", "memory": "100Mi"}}
     assert core(out, "three_masters")[("Deployment", "ks-apiserver")]["spec"]["replicas"] == 3
+
+
+def s3_env(secret: str) -> list[dict[str, Any]]:
+    """The variables kubesphere.yaml's two s3 sections name, from ``secret``'s keys."""
+    return [{"name": f"KUBESPHERE_{path}_{var}", "valueFrom": {
+                "secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+            for path in ("S3", "OPENPITRIX_S3")
+            for var, key in (("ACCESSKEYID", "accesskey"), ("SECRETACCESSKEY", "secretkey"))]
+
+
+def test_external_s3_keys_come_from_a_secret(out: Path) -> None:
+    """An external S3's keys (common.s3) go into Secret kubesphere-s3, under Secret minio's key names, and
+    ks-apiserver and ks-controller-manager read the variables kubesphere.yaml names from it (no key in a
+    ConfigMap). Without an external S3 the Secret is rendered without keys (applied only over an existing one, to
+    empty it)."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "kubesphere-s3", "namespace": "kubesphere-system"}}
+    rendered = json.loads((out / "core-s3-external_s3.json").read_text())
+    assert rendered == [{**secret, "data": {"accesskey": base64.b64encode(b"AK").decode(),
+                                            "secretkey": base64.b64encode(b'S&K\n"x"').decode()}}]
+    assert json.loads((out / "core-s3-default.json").read_text()) == [secret]
+    objects = core(out, "external_s3")
+    for name in ("ks-apiserver", "ks-controller-manager"):
+        env = pod(objects, name)["containers"][0]["env"]
+        assert [e for e in env if "_S3_" in e["name"]] == s3_env("kubesphere-s3")
+    assert "S&K" not in json.dumps(list(objects.values()))
 
 
 def test_core_spec_settings(out: Path) -> None:
@@ -239,9 +267,13 @@ def test_every_section(out: Path) -> None:
     assert cfg["edgeruntime"] == {"endpoint": "http://edgeservice.kubeedge.svc/api/"}
     # the manager password is openldap's generated one, read by ks-apiserver from openldap-secret
     assert cfg["ldap"]["managerPassword"] == "KUBESPHERE_LDAP_MANAGERPASSWORD"
+    # an external S3's keys by their variables too (ks-core takes them from Secret kubesphere-s3)
     assert cfg["s3"] == {"endpoint": "https://s3.example.com", "region": "us-east-1", "disableSSL": True,
-                         "forcePathStyle": True, "accessKeyID": "AK", "secretAccessKey": "SK", "bucket": "s2i-binaries"}
+                         "forcePathStyle": True, "accessKeyID": "KUBESPHERE_S3_ACCESSKEYID",
+                         "secretAccessKey": "KUBESPHERE_S3_SECRETACCESSKEY", "bucket": "s2i-binaries"}
     assert cfg["openpitrix"]["s3"]["bucket"] == "apps"
+    assert cfg["openpitrix"]["s3"]["secretAccessKey"] == "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY"
+    assert not {"AK", "SK"} & {value for _, value in leaves(cfg) if isinstance(value, str)}
     assert cfg["devops"]["password"] == "admin.token"
     assert cfg["sonarQube"] == {"host": "http://sonar.example.com", "token": "tok"}
     assert cfg["network"] == {"enableNetworkPolicy": True, "ippoolType": "calico",

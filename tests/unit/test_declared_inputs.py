@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from installer_state import DEFAULT_CC
+from role_harness import leaves
 
 from installer.config import apply_defaults
 from installer.config.validate import schema
@@ -184,12 +185,6 @@ def mutate(value: Any, path: str) -> Any:
     return [mutate(v, path) for v in value]
 
 
-def _leaves(node: Any, prefix: str = "") -> list[str]:
-    if isinstance(node, dict) and node:
-        return [leaf for k, v in node.items() for leaf in _leaves(v, f"{prefix}.{k}" if prefix else k)]
-    return [prefix]
-
-
 def _related(a: str, b: str) -> bool:
     return a == b or a.startswith(b + ".") or b.startswith(a + ".")
 
@@ -222,7 +217,7 @@ def variants(module: Module, base: dict[str, Any], inputs: tuple[str, ...],
     if not undeclared:
         return out
     undeclared = copy.deepcopy(base)
-    paths = set(_leaves(base)) | {p for p in SAMPLES if "." in p or p in base or p in module.all_inputs}
+    paths = {path for path, _ in leaves(base)} | {p for p in SAMPLES if "." in p or p in base or p in module.all_inputs}
     for path in sorted(paths):
         if any(_related(path, d) for d in module.all_inputs) or not _settable(undeclared, path):
             continue

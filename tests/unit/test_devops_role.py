@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from installer_state import upstream_objects
-from role_harness import Objects, find, keys, pod, render_scenarios
+from role_harness import Objects, find, keys, leaves, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
 
@@ -241,14 +240,6 @@ def _config(objects: Objects) -> dict[str, Any]:
     return yaml.safe_load(find(objects, "ConfigMap", "devops-config")["data"]["kubesphere.yaml"])
 
 
-def _leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _leaves(item, f"{path}.{key}" if path else key)
-    else:
-        yield path, value
-
-
 def test_devops_config_ldap_section(rendered: dict[str, Objects]) -> None:
     # Chart ks-devops 0.2.2's section, naming the openldap module's directory; the password by its variable only.
     for objects in rendered.values():
@@ -265,12 +256,16 @@ def test_variables_devops_config_names_come_from_secrets(rendered: dict[str, Obj
     jenkins_secret = next(t for t in main if t["name"].startswith("DevOps | Apply Secret"))
     definition = jenkins_secret["ks_manifest"]["definition"]
     assert "'name': ks_devops_jenkins_secret" in definition
+    defaults = yaml.safe_load((REPO / "roles/devops/defaults/main.yaml").read_text())
+    assert defaults["ks_devops_jenkins_secret"] == "devops-jenkins"
+    ldap_key = defaults["ks_devops_ldap_env"]["key"]
+    assert "ks_devops_ldap_env.key:" in definition  # Secret devops-jenkins holds that key
     for scenario, objects in rendered.items():
-        named = {value: path for path, value in _leaves(_config(objects))
+        named = {value: path for path, value in leaves(_config(objects))
                  if isinstance(value, str) and value.startswith("KUBESPHERE_")}
-        assert named == {"KUBESPHERE_LDAP_MANAGERPASSWORD": "ldap.managerPassword"}, scenario
-        for variable, path in named.items():
-            assert variable == "KUBESPHERE_" + path.upper().replace(".", "_")
+        assert set(named.values()) == {"ldap.managerPassword"}, scenario
+        for variable, path in named.items():  # each rendered name is that of its key path
+            assert variable == "KUBESPHERE_" + path.upper().replace(".", "_"), scenario
         readers = [o for o in objects if o["kind"] == "Deployment" and any(
             (v.get("configMap") or {}).get("name") == "devops-config"
             for v in o["spec"]["template"]["spec"].get("volumes", []))]
@@ -279,9 +274,7 @@ def test_variables_devops_config_names_come_from_secrets(rendered: dict[str, Obj
             for container in deployment["spec"]["template"]["spec"]["containers"]:
                 env = {e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in container.get("env", [])}
                 for variable in named:
-                    ref = env[variable]
-                    assert ref == {"name": "devops-jenkins", "key": "ldap-manager-password"}, scenario
-                    assert f"'{ref['key']}':" in definition  # Secret devops-jenkins holds that key
+                    assert env[variable] == {"name": "devops-jenkins", "key": ldap_key}, scenario
 
 
 def test_no_credential_in_configmaps_but_what_ks_devops_reads_from_its_file(rendered: dict[str, Objects]) -> None:
@@ -300,7 +293,8 @@ def test_no_credential_in_configmaps_but_what_ks_devops_reads_from_its_file(rend
                 continue
             text = json.dumps(configmap)
             assert not [v for v in values if v in text], (scenario, configmap["metadata"]["name"])
-        found = {path for path, value in _leaves(_config(rendered[scenario])) if value in values}
+        found = {path for path, value in leaves(_config(rendered[scenario]))
+                 if isinstance(value, str) and value in values}
         assert found and found <= read_from_file, (scenario, found)
 
 

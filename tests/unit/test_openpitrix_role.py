@@ -19,6 +19,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "default": ON,
     "scheduling": {**ON, "nodeSelector": {"pool": "infra"}, "tolerations": [{"operator": "Exists"}]},
     "registry": {**ON, "local_registry": "registry.local:5000"},
+    "external_s3": {**ON, "common": {"s3": {"endpoint": "https://s3.example.com", "accessKeyID": "given-ak",
+                                            "secretAccessKey": "given-sk"}}},
 }
 DIGEST = "installer.kubesphere.io/spec-hash"
 
@@ -51,35 +53,67 @@ def test_import_job_as_upstream(rendered: dict[str, Objects]) -> None:
     assert spec["containers"][0]["volumeMounts"] == [{"mountPath": "/etc/kubesphere", "name": "config"}]
 
 
-def test_the_import_reads_minios_keys_not_their_variable_names(rendered: dict[str, Objects], tmp_path: Path) -> None:
-    """openpitrix-jobs reads kubesphere.yaml without environment overrides: its init container writes the Job's
-    copy with the values of the variables kubesphere-config names (from Secret minio), as literal text, whatever
-    they hold."""
+AK, SK = "KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID", "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY"
+
+
+def test_the_job_takes_the_s3_keys_from_their_secret(rendered: dict[str, Objects]) -> None:
+    """The variables kubesphere-config's openpitrix.s3 section names, from Secret minio, or from the Secret ks-core
+    keeps an external S3's keys in."""
+    for scenario, secret in (("default", "minio"), ("external_s3", "kubesphere-s3")):
+        init = pod(rendered[scenario], "Job", "openpitrix-import-job")["initContainers"][1]
+        assert init["name"] == "resolve-config" and init["command"][0] == "awk"  # no shell
+        env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in init["env"]}
+        assert env == {AK: {"name": secret, "key": "accesskey", "optional": True},
+                       SK: {"name": secret, "key": "secretkey", "optional": True}}, scenario
+        assert init["command"][1:3] == ["-v", f"names={AK} {SK}"]
+
+
+def _resolve(rendered: dict[str, Objects], tmp_path: Path, source: str, env: dict[str, str]) -> str:
+    """The Job's resolve-config init container (its real awk program) run on ``source`` with ``env``."""
     init = pod(rendered["default"], "Job", "openpitrix-import-job")["initContainers"][1]
-    assert init["name"] == "resolve-config" and init["command"][0] == "awk"  # no shell
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in init["env"]}
-    assert env == {"KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID": {"name": "minio", "key": "accesskey", "optional": True},
-                   "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY": {"name": "minio", "key": "secretkey",
-                                                                "optional": True}}
-    source, written = tmp_path / "kubesphere.yaml", tmp_path / "out.yaml"
-    s3 = {"endpoint": "http://minio.kubesphere-system.svc:9000", "bucket": "app-store",
-          "accessKeyID": "KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID",
-          "secretAccessKey": "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY"}
-    source.write_text("ldap:\n  managerPassword: KUBESPHERE_LDAP_MANAGERPASSWORD\n"
-                      f"openpitrix:\n  s3: {json.dumps(s3)}\n")
+    given, written = tmp_path / "kubesphere.yaml", tmp_path / "out.yaml"
+    given.write_text(source)
     command = [f"out={written}" if a == "out=/etc/kubesphere/kubesphere.yaml" else a for a in init["command"]]
     assert command[-1] == "/config/kubesphere.yaml" and f"out={written}" in command
-    command[-1] = str(source)
-    hostile = {"KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID": 'a&b\\1|/"$(id)',
-               "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY": "KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID&&"}
-    subprocess.run(command, env={"PATH": "/usr/bin:/bin", **hostile}, check=True, timeout=30)
-    config = yaml.safe_load(written.read_text())
-    assert config["openpitrix"]["s3"] == {**s3, "accessKeyID": hostile["KUBESPHERE_OPENPITRIX_S3_ACCESSKEYID"],
-                                          "secretAccessKey": hostile["KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY"]}
+    command[-1] = str(given)
+    subprocess.run(command, env={"PATH": "/usr/bin:/bin", **env}, check=True, timeout=30)
+    return written.read_text()
+
+
+HOSTILE = {
+    "sed and shell": {AK: 'a&b\\1|/"$(id)', SK: "x*y.[z]^$"},
+    # each key holds the other's placeholder: a value is never scanned again, whichever comes first
+    "placeholders": {AK: f"{SK}&&", SK: f"{AK}{SK}"},
+    "quotes, backslashes, line breaks": {AK: 'line1\nline2: "q" \'s\' \\ end\\',
+                                         SK: "\ttab\r\x01\x7f # no comment\n"},
+    "empty": {AK: "", SK: " "},
+}
+
+
+@pytest.mark.parametrize("values", HOSTILE.values(), ids=HOSTILE.keys())
+def test_the_import_reads_the_keys_not_their_variable_names(rendered: dict[str, Objects], tmp_path: Path,
+                                                            values: dict[str, str]) -> None:
+    """openpitrix-jobs reads kubesphere.yaml without environment overrides: the init container writes the Job's
+    copy with the values of the variables kubesphere-config names, as YAML that reads back as exactly those values
+    (in one pass: a value holding a placeholder is not touched again), whatever they hold."""
+    s3 = {"endpoint": "http://minio.kubesphere-system.svc:9000", "bucket": "app-store", "accessKeyID": AK,
+          "secretAccessKey": SK}
+    # as ks-config writes kubesphere.yaml (plain scalars); a flow sequence puts both placeholders on one line
+    source = yaml.safe_dump({"ldap": {"managerPassword": "KUBESPHERE_LDAP_MANAGERPASSWORD"},
+                             "openpitrix": {"s3": s3}}, default_flow_style=False, indent=2, sort_keys=False)
+    source += f"both: [{SK}, {AK}, {SK}]\n"
+    config = yaml.safe_load(_resolve(rendered, tmp_path, source, values))
+    assert config["openpitrix"]["s3"] == {**s3, "accessKeyID": values[AK], "secretAccessKey": values[SK]}
+    assert config["both"] == [values[SK], values[AK], values[SK]]
     assert config["ldap"]["managerPassword"] == "KUBESPHERE_LDAP_MANAGERPASSWORD"  # not the Job's business
-    # Without Secret minio (an external S3: its keys are written as given), the file is copied as it is.
-    subprocess.run(command, env={"PATH": "/usr/bin:/bin"}, check=True, timeout=30)
-    assert written.read_text() == source.read_text()
+
+
+def test_an_unset_variable_leaves_its_placeholder(rendered: dict[str, Objects], tmp_path: Path) -> None:
+    """Without the Secret (or a key of it) the variable is unset, and the file keeps the placeholder."""
+    source = f"openpitrix:\n  s3:\n    accessKeyID: {AK}\n    secretAccessKey: {SK}\n"
+    assert _resolve(rendered, tmp_path, source, {}) == source
+    assert yaml.safe_load(_resolve(rendered, tmp_path, source, {SK: "sk"}))["openpitrix"]["s3"] == {
+        "accessKeyID": AK, "secretAccessKey": "sk"}
 
 
 def test_spec_changes_change_the_jobs_digest(rendered: dict[str, Objects]) -> None:

@@ -96,6 +96,22 @@ def test_snapshot_crds(out: Path) -> None:
         assert versions["v1"]["schema"]["openAPIV3Schema"]["x-kubernetes-preserve-unknown-fields"] is True
 
 
+def test_crd_filter_takes_annotations_deprecation_and_subresources() -> None:
+    """What the snapshot CRDs need of kubesphere-defaults' ks_structural_crd beyond columns and categories."""
+    crd = filter_plugins("kubesphere-defaults", "ks_crds").ks_structural_crd({
+        "group": "g.io", "kind": "K", "plural": "ks", "singular": "k", "scope": "Cluster",
+        "annotations": {"a": "b"}, "columns": [["Age", "date", ".metadata.creationTimestamp"]],
+        "versions": [{"name": "v1", "storage": True, "status": True, "subresources": {}},
+                     {"name": "v1beta1", "storage": False, "status": True, "deprecated": True,
+                      "deprecationWarning": "use v1"}]})
+    assert crd["metadata"] == {"name": "ks.g.io", "annotations": {"a": "b"}}
+    v1, v1beta1 = crd["spec"]["versions"]
+    assert v1["subresources"] == {} and "deprecated" not in v1
+    assert v1beta1["subresources"] == {"status": {}}
+    assert (v1beta1["deprecated"], v1beta1["deprecationWarning"]) == (True, "use v1")
+    assert v1["additionalPrinterColumns"] == v1beta1["additionalPrinterColumns"]
+
+
 def test_crds_of_the_clusters_csi_driver_are_left_alone(out: Path) -> None:
     crds = [n for kind, _, n in objects(out, "csi_crds") if kind == "CustomResourceDefinition"]
     assert crds == ["volumesnapshotclasses.snapshot.storage.k8s.io"]

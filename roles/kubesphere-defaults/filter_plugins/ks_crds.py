@@ -1,7 +1,7 @@
 """Jinja filter: a CustomResourceDefinition from a compact description, for CRDs whose upstream schema is large.
 
 The schema is structural and keeps unknown fields; names, group, scope, versions (served, storage, the status
-subresource), printer columns, short names, categories and labels are upstream's.
+subresource, deprecation), printer columns, short names, categories, labels and annotations are upstream's.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ def ks_printer_columns(columns: list[list[Any]]) -> list[dict[str, Any]]:
 
 
 def ks_structural_crd(crd: dict[str, Any]) -> dict[str, Any]:
-    """``{group, kind, plural, singular, scope, versions: [{name, storage, status, columns?}], columns?, short?,
-    categories?, labels?}`` → CRD. ``columns`` (see ``ks_printer_columns``) on the CRD apply to every version
-    that has none of its own."""
+    """``{group, kind, plural, singular, scope, versions: [{name, storage, status, columns?, deprecated?,
+    deprecationWarning?, subresources?}], columns?, short?, categories?, labels?, annotations?}`` → CRD.
+    ``columns`` (see ``ks_printer_columns``) on the CRD apply to every version that has none of its own. A
+    version's ``subresources``, when given, are written as they are (``status`` then plays no part)."""
     names = {"kind": crd["kind"], "listKind": f"{crd['kind']}List", "plural": crd["plural"],
              "singular": crd["singular"]}
     if crd.get("short"):
@@ -40,8 +41,13 @@ def ks_structural_crd(crd: dict[str, Any]) -> dict[str, Any]:
     for v in crd["versions"]:
         version: dict[str, Any] = {"name": v["name"], "served": True, "storage": bool(v["storage"]),
                                    "schema": PRESERVE}
-        if v.get("status"):
+        if "subresources" in v:
+            version["subresources"] = dict(v["subresources"])
+        elif v.get("status"):
             version["subresources"] = {"status": {}}
+        for key in ("deprecated", "deprecationWarning"):
+            if key in v:
+                version[key] = v[key]
         columns = v.get("columns", crd.get("columns"))
         if columns:
             version["additionalPrinterColumns"] = ks_printer_columns(columns)
@@ -49,6 +55,8 @@ def ks_structural_crd(crd: dict[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": f"{crd['plural']}.{crd['group']}"}
     if crd.get("labels"):
         metadata["labels"] = dict(crd["labels"])
+    if crd.get("annotations"):
+        metadata["annotations"] = dict(crd["annotations"])
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": metadata,
             "spec": {"group": crd["group"], "scope": crd["scope"], "names": names, "versions": versions}}
 
