@@ -75,7 +75,7 @@ def test_network_openpitrix_and_telemetry(installer: Installer, telemetry_receiv
         "accesskey": S3["accessKeyID"], "secretkey": S3["secretAccessKey"]}
     config = kubesphere_yaml(installer)
     assert S3["accessKeyID"] not in config and S3["secretAccessKey"] not in config
-    assert "KUBESPHERE_S3_SECRETACCESSKEY" in config
+    assert "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY" in config
     pod = job.spec.template.spec
     refs = {e.name: e.value_from.secret_key_ref.name for c in [*(pod.init_containers or []), *pod.containers]
             for e in c.env or [] if e.value_from and e.value_from.secret_key_ref}
