@@ -46,12 +46,26 @@ class TelemetryReceiver(BaseHTTPRequestHandler):
 # The longest test files, started first: with two workers each taking whole files, a long file started last
 # leaves one worker idle while the other finishes it.
 LONGEST_FIRST = ("test_declared_inputs.py", "test_parity.py", "test_engine_recovery.py", "test_engine.py")
+# Fixtures that start from an installer with no record (tests/integration/conftest.py ``installer`` unless the test
+# is marked ``platform``, the parity snapshots, the e2e operator session): each leaves the cluster without the
+# recorded default platform, so the next ``platform`` test on that cluster pays a full install.
+STARTS_EMPTY = frozenset({"installer", "snapshots", "session"})
+
+
+def _starts_empty(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return not (item.get_closest_marker("platform") or "platform" in names) and bool(names & STARTS_EMPTY)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the longest files first (stable otherwise)."""
+    """Files with tests that start from an empty installer first (and those tests first in their file), so each
+    cluster installs the default platform once, after them; within that, the longest files first (stable
+    otherwise)."""
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    empty = {item.path for item in items if _starts_empty(item)}
+    order = {path: i for i, path in enumerate(dict.fromkeys(item.path for item in items))}
+    items.sort(key=lambda item: (item.path not in empty, rank.get(item.path.name, len(rank)), order[item.path],
+                                 not _starts_empty(item)))
 
 
 # The time budget: a test (its setup and call) over the ceiling fails, unless it is marked
