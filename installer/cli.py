@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import base64
 import collections.abc
+import dataclasses
 import json
 import signal
 import sys
@@ -32,6 +33,7 @@ from installer.fingerprint import files_digest
 from installer.images import catalogue, spec_refs
 from installer.kube import ClusterConfigurations, api_client
 from installer.lease import LeaseHeld
+from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
 from installer.reconcile import Reconciler, check_drift
@@ -140,6 +142,9 @@ def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, P
 
     last = _valid(_load_spec(args.last_applied), None, args.last_applied).spec if args.last_applied else None
     desired = _valid(_load_spec(args.desired), last, args.desired)
+    caveat = offline_caveat(last, desired.spec)
+    if caveat:
+        desired = dataclasses.replace(desired, warnings=[*desired.warnings, caveat])
     return build_plan(desired.spec, records_for(last, files) if last else {}, files, force=args.all,
                       plain=desired.plain, kept=desired.kept), desired
 

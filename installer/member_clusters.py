@@ -28,11 +28,27 @@ def joined_members(api: client.ApiClient) -> list[str]:
     return sorted(item["metadata"]["name"] for item in found.get("items", []))
 
 
-def role_change_errors(api: client.ApiClient, applied: dict[str, Any] | None, spec: dict[str, Any]) -> list[SpecError]:
-    """The refusal of a host → none/member change while member clusters are joined (else nothing)."""
+def leaves_host(applied: dict[str, Any] | None, spec: dict[str, Any]) -> str | None:
+    """The role a host → none/member change goes to (``None`` for any other change)."""
     before = get(applied, "multicluster.clusterRole", "none")
     after = get(spec, "multicluster.clusterRole", "none")
-    if before != "host" or after == "host":
+    return None if before != "host" or after == "host" else str(after)
+
+
+def offline_caveat(applied: dict[str, Any] | None, spec: dict[str, Any]) -> str | None:
+    """What a plan made without the cluster must say of a host → none/member change: whether it goes ahead
+    depends on member clusters that only the cluster knows of."""
+    after = leaves_host(applied, spec)
+    if after is None:
+        return None
+    return (f'multicluster.clusterRole: "host" -> "{after}" will be refused if member clusters are joined to this '
+            "host (a plan without the cluster cannot see them; `python -m installer plan` against it can)")
+
+
+def role_change_errors(api: client.ApiClient, applied: dict[str, Any] | None, spec: dict[str, Any]) -> list[SpecError]:
+    """The refusal of a host → none/member change while member clusters are joined (else nothing)."""
+    after = leaves_host(applied, spec)
+    if after is None:
         return []
     members = joined_members(api)
     if not members:

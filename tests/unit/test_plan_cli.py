@@ -279,3 +279,15 @@ def test_removing_the_external_s3_brings_minio_back(tmp_path: Path) -> None:
     rc, out, _ = plan("--desired", desired, "--last-applied", last, "-o", "json")
     assert rc == 0
     assert "minio" in out["install"] and "minio" not in out["notes"]
+
+
+def test_offline_plan_says_a_host_change_depends_on_joined_members(tmp_path: Path) -> None:
+    """Leaving the host role is refused while member clusters are joined, which only the cluster knows: the plan
+    made without it says so beside the uninstall it shows; other role changes get no such caveat."""
+    host = _cc(tmp_path, "host", multicluster={"clusterRole": "host"})
+    rc, out, _ = plan("--last-applied", host, "--desired", _cc(tmp_path, "none"), "-o", "json")
+    assert rc == 0
+    assert any(w.startswith('multicluster.clusterRole: "host" -> "none" will be refused if member clusters are '
+                            "joined") for w in out["warnings"]), out["warnings"]
+    rc, out, _ = plan("--last-applied", _cc(tmp_path, "none"), "--desired", host, "-o", "json")
+    assert rc == 0 and not any("member clusters" in w for w in out["warnings"]), out["warnings"]
