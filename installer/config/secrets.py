@@ -4,23 +4,28 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from typing import Any
 
+from installer.config.spec_schema import schema
 from installer.spec import under
 
 REDACTED = "<redacted>"
 
-#: Dotted spec paths whose values are credentials.
-SECRET_PATHS: tuple[str, ...] = (
-    "authentication.jwtSecret",
-    "authentication.adminPassword",
-    "common.es.basicAuth.password",
-    "common.opensearch.basicAuth.password",
-    "common.s3.accessKeyID",
-    "common.s3.secretAccessKey",
-    "common.mysqlPassword",
-    "devops.sonarqube.externalSonarToken",
-)
+def _marked(node: dict[str, Any], defs: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    """The dotted paths of the schema ``node`` marked ``x-secret`` ($refs followed)."""
+    if "$ref" in node:
+        node = {**defs[node["$ref"].rsplit("/", 1)[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+    if node.get("x-secret"):
+        yield prefix
+        return
+    for key, sub in (node.get("properties") or {}).items():
+        yield from _marked(sub, defs, f"{prefix}.{key}" if prefix else key)
+
+
+#: Dotted spec paths whose values are credentials, or free-form sections that may hold them (all of it is one):
+#: the fields the schema marks ``x-secret``.
+SECRET_PATHS: tuple[str, ...] = tuple(_marked(schema(), schema().get("$defs", {})))
 
 #: Any key ending like this is treated as a credential too (e.g. inside free-form ``oauthOptions``).
 SECRET_KEY = re.compile(r"(password|secret|token)$", re.IGNORECASE)

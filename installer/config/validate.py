@@ -14,13 +14,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
 from jsonschema import Draft202012Validator, ValidationError, validators
 
 from installer.config.secrets import is_credential, is_secret
+from installer.config.spec_schema import schema
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -136,13 +135,6 @@ def loads_json(text: str | bytes) -> Any:
     if depth > PARSE_DEPTH:  # unterminated: the decoder would recurse into it before finding out
         raise json.JSONDecodeError(f"unterminated nesting deeper than {PARSE_DEPTH} levels", text, cut)
     return json.loads("".join([*pieces, text[done:]]) if pieces else text)
-
-
-@cache
-def schema() -> dict[str, Any]:
-    """The spec JSON Schema (package data ``installer/config/schema.yaml``)."""
-    text = resources.files("installer.config").joinpath("schema.yaml").read_text(encoding="utf-8")
-    return yaml.load(text, Loader=yaml.CSafeLoader)  # our own file: the C parser is several times faster
 
 
 @cache

@@ -23,3 +23,24 @@ def test_a_whole_section_added_hides_the_credentials_inside() -> None:
 
 def test_plain_values_are_shown() -> None:
     assert describe_changes({"etcd": {"port": 2379}}, {"etcd": {"port": 2380}}) == ["etcd.port: 2379 -> 2380"]
+
+
+def test_anything_in_a_section_marked_secret_is_redacted_whatever_its_key() -> None:
+    """oauthOptions is free-form and marked x-secret in the schema: keys no suffix rule knows stay hidden."""
+    def idp(value: str) -> dict:
+        return {"authentication": {"oauthOptions": {"identityProviders": [{"name": "corp", "provider": {
+            "privateKey": f"pk-{value}", "apiKey": f"ak-{value}", "credentials": {"pass": f"pass-{value}"}}}]}}}
+
+    lines = describe_changes(idp("old-canary"), idp("new-canary"))
+    assert len(lines) == 3 and all(line.endswith(": <redacted> -> <redacted>") for line in lines), lines
+    added = describe_changes({"authentication": {}}, idp("canary"))
+    assert len(added) == 1 and "canary" not in added[0], added
+
+
+def test_secret_paths_are_the_schema_marks() -> None:
+    from installer.config.secrets import SECRET_PATHS, is_credential
+
+    assert {"authentication.jwtSecret", "authentication.oauthOptions", "common.es.basicAuth.password",
+            "common.opensearch.basicAuth.password", "common.s3.secretAccessKey"} <= set(SECRET_PATHS)
+    assert is_credential("authentication.oauthOptions.identityProviders[0].provider.privateKey")
+    assert not is_credential("common.es.basicAuth.username")

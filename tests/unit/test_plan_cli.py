@@ -291,3 +291,15 @@ def test_offline_plan_says_a_host_change_depends_on_joined_members(tmp_path: Pat
                             "joined") for w in out["warnings"]), out["warnings"]
     rc, out, _ = plan("--last-applied", _cc(tmp_path, "none"), "--desired", host, "-o", "json")
     assert rc == 0 and not any("member clusters" in w for w in out["warnings"]), out["warnings"]
+
+
+def test_plan_prints_no_credential_of_a_free_form_section(tmp_path: Path) -> None:
+    providers = [{"name": "corp", "type": "OIDCIdentityProvider", "provider": {
+        "privateKey": "pk-canary", "apiKey": "ak-canary", "credentials": {"pass": "pass-canary"}}}]
+    last = _cc(tmp_path, "last")
+    desired = _cc(tmp_path, "desired", authentication={"oauthOptions": {"identityProviders": providers}})
+    for output in ("json", "text"):
+        proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(desired), "--last-applied",
+                               str(last), "-o", output], capture_output=True, text=True, cwd=REPO, check=False)
+        assert proc.returncode == 0, proc.stderr
+        assert "canary" not in proc.stdout + proc.stderr and "authentication.oauthOptions" in proc.stdout
