@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_objects import labelled_objects
+from cluster_objects import eventually, labelled_objects
 from installer_state import forget_installer
 from kubernetes import client
 from shelloperator import ShellOperator
@@ -168,9 +168,13 @@ def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     described = session.kubectl("describe", "cc", "ks-installer", "-n", NAMESPACE)
     for module in DEFAULT_MODULES:
         assert re.search(rf"Normal\s+ModuleInstalled\s+.*{re.escape(module)} installed in \d+s", described), described
-    # ... and the run in the hooks' metrics shell-operator serves.
-    with urllib.request.urlopen(f"http://127.0.0.1:{session.operator.port}/metrics/hooks", timeout=10) as response:
-        metrics = response.read().decode()
+    # ... and the run in the hooks' metrics shell-operator serves (it reads them once the hook has exited).
+    def hook_metrics() -> str | None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{session.operator.port}/metrics/hooks", timeout=10) as answer:
+            text = answer.read().decode()
+        return text if "ks_installer_module_run_seconds_count" in text else None
+
+    metrics = eventually(hook_metrics, 30, "the hook's metrics")
     for module in DEFAULT_MODULES:
         assert re.search(rf'ks_installer_module_run_seconds_count{{[^}}]*module="{re.escape(module)}"[^}}]*}} 1',
                          metrics), (module, metrics[-3000:])
