@@ -26,15 +26,18 @@ CANARIES = {
     "adminPassword": "Canary-Admin-Passw0rd",
     "clientSecret": "canary-oauth-client-secret",
     "clientSecret2": "canary-oauth-client-secret-two",
+    "privateKey": "canary-free-form-private-key",  # a key no suffix rule knows: redacted as oauthOptions is
+    "privateKey2": "canary-free-form-private-key-two",
     "etcdKey": "canary-etcd-client-private-key",
 }
 
 
-def _auth(client_secret: str) -> dict:
+def _auth(client_secret: str, private_key: str = CANARIES["privateKey"]) -> dict:
     return {"jwtSecret": CANARIES["jwtSecret"], "adminPassword": CANARIES["adminPassword"],
             "oauthOptions": {"identityProviders": [{"name": "github", "type": "GitHubIdentityProvider",
                                                     "mappingMethod": "auto",
-                                                    "provider": {"clientID": "id", "clientSecret": client_secret}}]}}
+                                                    "provider": {"clientID": "id", "clientSecret": client_secret,
+                                                                 "privateKey": private_key}}]}}
 
 
 def _etcd_secret(api: client.ApiClient) -> None:
@@ -76,15 +79,17 @@ def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Instal
     store = {"store": {"enabled": True}}  # MinIO: generated keys
     installer.apply_cc(authentication=_auth(CANARIES["clientSecret"]), etcd=etcd, openpitrix=store)
     logs = [installer.reconcile()]
-    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd, openpitrix=store)  # diff lines
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"], CANARIES["privateKey2"]), etcd=etcd,
+                       openpitrix=store)  # diff lines
     logs.append(installer.reconcile())
     assert all(p.returncode == 0 for p in logs), logs[-1].stderr[-3000:]
     assert "clientSecret: <redacted> -> <redacted>" in logs[-1].stderr
+    assert "privateKey: <redacted> -> <redacted>" in logs[-1].stderr
 
     # a run killed mid-playbook leaves its private data dir (the spec as extra-vars) until the next start
     installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, "network", SLOW))
-    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"]), etcd=etcd, openpitrix=store,
-                       network={"topology": {"type": "weave-scope"}})
+    installer.apply_cc(authentication=_auth(CANARIES["clientSecret2"], CANARIES["privateKey2"]), etcd=etcd,
+                       openpitrix=store, network={"topology": {"type": "weave-scope"}})
     proc = start_until(installer, "Slow | Wait")
     kill_tree(proc.pid)
     proc.wait()
