@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from installer.config.secrets import is_secret, redact
+from installer.config.secrets import is_credential, is_secret, redact
 from installer.spec import get, nested
 
 UNSET = "<unset>"
@@ -18,6 +18,8 @@ def _fmt(value: Any, path: str) -> str:
         return UNSET
     if isinstance(value, dict | list):  # a whole section: hide the credentials inside it
         plain = re.sub(r"\[\d+\]", "", path)
+        if is_credential(plain):  # inside a section that is a credential as a whole
+            return REDACTED
         value = get(redact(nested(plain, value)), plain)
     return json.dumps(value, sort_keys=True, default=str)
 

@@ -35,6 +35,10 @@ def test_anything_in_a_section_marked_secret_is_redacted_whatever_its_key() -> N
     assert len(lines) == 3 and all(line.endswith(": <redacted> -> <redacted>") for line in lines), lines
     added = describe_changes({"authentication": {}}, idp("canary"))
     assert len(added) == 1 and "canary" not in added[0], added
+    one, two = idp("one-canary"), idp("two-canary")
+    two["authentication"]["oauthOptions"]["identityProviders"].insert(0, {"name": "more", "provider": {"k": "canary"}})
+    lines = describe_changes(one, two)
+    assert lines and all(line.endswith("<redacted>") and "canary" not in line for line in lines), lines
 
 
 def test_secret_paths_are_the_schema_marks() -> None:

@@ -117,7 +117,7 @@ def test_redact() -> None:
     assert spec == before
     assert out["authentication"]["jwtSecret"] == "<redacted>"
     assert out["authentication"]["adminPassword"] == ""  # empty stays empty
-    assert out["authentication"]["oauthOptions"]["identityProviders"][0]["provider"]["clientSecret"] == "<redacted>"
+    assert out["authentication"]["oauthOptions"] == "<redacted>"  # free-form and marked x-secret: all of it
     assert out["common"]["opensearch"]["basicAuth"] == {"enabled": True, "username": "admin", "password": "<redacted>"}
     assert out["common"]["es"]["basicAuth"]["password"] == ""
     assert out["common"]["s3"] == {"secretAccessKey": "<redacted>", "endpoint": "http://s3"}
