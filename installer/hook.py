@@ -75,17 +75,12 @@ def state_filter() -> str:
     """STATE_JQ with the credential key names and the public default credentials of installer.config.secrets."""
     from installer.config.defaults import default_spec
     from installer.config.secrets import SECRET_KEY, SECRET_PATHS, is_credential
+    from installer.spec import leaves
 
     names = sorted({path.rsplit(".", 1)[-1] for path in SECRET_PATHS})
     pattern = "|".join([SECRET_KEY.pattern, *(f"^{re.escape(name)}$" for name in names)])
-    public = {path: value for path, value in _leaves(default_spec()) if is_credential(path) and value not in ("", None)}
+    public = {path: value for path, value in leaves(default_spec()) if is_credential(path) and value not in ("", None)}
     return STATE_JQ % {"pattern": json.dumps(pattern), "public": json.dumps(public, sort_keys=True)}
-
-
-def _leaves(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if not isinstance(node, dict):
-        return [(prefix, node)]
-    return [leaf for key, value in node.items() for leaf in _leaves(value, f"{prefix}.{key}" if prefix else key)]
 
 
 def binding_config() -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 Spec = dict[str, Any]
@@ -43,3 +44,12 @@ def merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
             merge(base[key], value)
         else:
             base[key] = value
+
+
+def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Each leaf of nested mappings with its dotted path: a value that is no mapping, or an empty one."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from leaves(item, f"{path}.{key}" if path else key)
+    else:
+        yield path, value

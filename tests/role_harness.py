@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -91,12 +90,3 @@ def keys(objects: Objects) -> set[tuple[str, str, str]]:
 
 def pod(objects: Objects, kind: str, name: str) -> dict[str, Any]:
     return find(objects, kind, name)["spec"]["template"]["spec"]
-
-
-def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """Each leaf of nested mappings with its dotted path: a value that is no mapping, or an empty one."""
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            yield from leaves(item, f"{path}.{key}" if path else key)
-    else:
-        yield path, value

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-from role_harness import filter_plugins, leaves, run_play
+from role_harness import filter_plugins, run_play
 
 from installer.config.defaults import apply_defaults
+from installer.spec import leaves
 
 REPO = Path(__file__).resolve().parents[2]
 ALL_ON = {

@@ -28,13 +28,12 @@ from typing import Any
 import pytest
 import yaml
 from installer_state import DEFAULT_CC
-from role_harness import leaves
 
 from installer.config import apply_defaults
 from installer.config.validate import schema
 from installer.images import catalogue, spec_refs
 from installer.modules import MODULES, Module
-from installer.spec import get, merge, nested
+from installer.spec import get, leaves, merge, nested
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_metadata",

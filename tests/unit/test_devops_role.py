@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import yaml
 from installer_state import upstream_objects
-from role_harness import Objects, find, keys, leaves, pod, render_scenarios
+from role_harness import Objects, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
+from installer.spec import leaves
 
 REPO = Path(__file__).resolve().parents[2]
 NS, WORKER, ARGO = "kubesphere-devops-system", "kubesphere-devops-worker", "argocd"
