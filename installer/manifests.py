@@ -43,6 +43,8 @@ KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
 #: Kinds a purge looks at even when the uninstall does not name them (roles keep them out of it otherwise).
 PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
 #: Kinds whose objects of another module keep a namespace from being deleted (``delete(tenants=...)`` adds more).
+#: The Accept header of a list that returns only the objects' metadata.
+PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
                 "apps/v1/StatefulSet", "apps/v1/DaemonSet", "batch/v1/Job", "batch/v1/CronJob")
 
@@ -93,6 +95,11 @@ def load_definitions(definition: str | Iterable[Any]) -> list[Obj]:
         else:
             out.append(doc)
     return out
+
+
+def _established(crd: Obj) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 class Rejected(RuntimeError):
@@ -165,16 +172,28 @@ class Manifests:
     def apply(self, objects: list[Obj], prune: bool = True, kinds: Iterable[str] = ()) -> Result:
         """Server-side apply ``objects`` in dependency order, then prune what the module no longer renders.
 
-        Prune looks at the kinds of ``objects`` plus ``kinds`` (``apiVersion/Kind``), so a kind the module
-        sometimes renders none of is pruned too.
+        What existed before comes from one metadata-only list per kind of the module's labelled objects (a
+        Namespace, which may belong to someone else, is read on its own), so an apply costs one request per
+        object plus one per kind. Prune looks at the kinds of ``objects`` plus ``kinds`` (``apiVersion/Kind``),
+        so a kind the module sometimes renders none of is pruned too.
         """
         result = Result()
+        versions: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
             res = self._resource(obj["apiVersion"], obj["kind"])
-            before = self._get(res, obj)
-            # Never adopt a namespace someone else created: it must survive this module's uninstall.
-            owner = (before.metadata.labels or {}).get(MODULE_LABEL) if before is not None else None
-            adopt = obj["kind"] != "Namespace" or before is None or owner == self.module
+            meta = obj["metadata"]
+            if obj["kind"] == "Namespace":
+                live = self._get(res, obj)
+                owner = (live.metadata.labels or {}).get(MODULE_LABEL) if live is not None else None
+                before = live.metadata.resourceVersion if live is not None else None
+                # Never adopt a namespace someone else created: it must survive this module's uninstall.
+                adopt = live is None or owner == self.module
+            else:
+                key = (obj["apiVersion"], obj["kind"])
+                if key not in versions:
+                    versions[key] = self._versions(res)
+                before = versions[key].get((meta.get("namespace") or "", meta["name"]))
+                owner, adopt = None, True
             if not adopt and owner:
                 # Another module's namespace: applying it under the shared field manager would take that
                 # module's fields (its label included) away. It exists; leave it to its owner.
@@ -182,24 +201,35 @@ class Manifests:
                 continue
             body = self._labelled(obj, adopt)
             try:
-                after = res.server_side_apply(body=body, name=body["metadata"]["name"],
-                                              namespace=body["metadata"].get("namespace"),
-                                              field_manager=FIELD_MANAGER, force_conflicts=True)
+                after = json.loads(res.server_side_apply(
+                    body=body, name=meta["name"], namespace=meta.get("namespace"), field_manager=FIELD_MANAGER,
+                    force_conflicts=True, serialize=False).data)
             except ApiException as exc:
                 raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
             result.applied.append(ident(obj))
             if adopt:
                 result.applied_refs.append(ref_of(obj))
-            if before is None or before.metadata.resourceVersion != after.metadata.resourceVersion:
+            changed = before != after["metadata"]["resourceVersion"]
+            if changed:
                 result.changed.append(ident(obj))
-            if obj["kind"] == "CustomResourceDefinition":
-                self._wait_established(obj["metadata"]["name"])
+            if obj["kind"] == "CustomResourceDefinition" and (changed or not _established(after)):
+                self._wait_established(meta["name"])
         if prune:
             keep = set(result.applied)
             stale = [o for o in self._owned(_kinds(objects, kinds)) if ident(o) not in keep]
             for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
                 self._remove(obj, result, purge=False)
         return result
+
+    def _versions(self, res: Any) -> dict[tuple[str, str], str]:
+        """``(namespace, name)`` → resourceVersion of this module's objects of one kind (metadata only)."""
+        try:
+            raw = res.get(label_selector=f"{MODULE_LABEL}={self.module}", serialize=False,
+                          header_params={"Accept": PARTIAL_METADATA_LIST})
+        except (NotFoundError, ResourceNotFoundError):
+            return {}
+        return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i["metadata"]["resourceVersion"]
+                for i in json.loads(raw.data).get("items") or []}
 
     def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = (),
                tenants: Iterable[str] = ()) -> Result:
