@@ -24,7 +24,8 @@ RUN pip install --no-cache-dir . && rm -rf /src
 COPY hooks/ /hooks/
 COPY playbooks/ /kubesphere/playbooks/
 COPY roles/ /kubesphere/installer/roles/
-RUN mkdir -p /kubesphere/results /tmp/shell-operator \
+RUN python -m compileall -q /hooks /kubesphere/playbooks /kubesphere/installer/roles \
+ && mkdir -p /kubesphere/results /tmp/shell-operator \
  && chmod +x /hooks/kubesphere/*.py \
  && chown -R kubesphere:kubesphere /kubesphere /hooks /tmp/shell-operator
 

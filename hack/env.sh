@@ -24,5 +24,8 @@ ensure_venv() {
     .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
     touch $stamp
   fi
+  # The project's own code byte-compiled, so that each engine, ansible-playbook and task process (PYTHONDONTWRITEBYTECODE
+  # or not) loads it instead of compiling it again; pip compiled the dependencies.
+  .venv/bin/python -m compileall -q installer hooks playbooks roles tests hack >/dev/null
   export PATH="$PWD/.venv/bin:$PATH"
 }
