@@ -1,5 +1,6 @@
-"""The README's demo command: up reaches Ready and prints the welcome box, and reports what the running
-shell-operator's reconcile found (not a status an earlier one left); down leaves nothing running."""
+"""The README's demo command, in one demo from up to down (each demo starts a cluster and installs the platform):
+up reaches Ready and prints the welcome box, and reports what the running shell-operator's reconcile found (not a
+status an earlier one left); down leaves nothing running."""
 
 from __future__ import annotations
 
@@ -25,8 +26,13 @@ def demo(command: str, state: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600, check=False)
 
 
-def test_demo_up_then_down(tmp_path: Path) -> None:
+def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None:
+    """One demo from up to down: up reaches Ready and is idempotent; after the operator is restarted, a module Failed
+    in the status the stopped one left (at the cc's current generation) does not end `up` at once: it waits for the
+    new operator's reconcile and reports that one (Ready again); a user's edit survives `up` and a failing module
+    ends it at once with the reason from status; down leaves nothing running."""
     state = tmp_path / "demo"
+    pids: list[int] = []
     try:
         up = demo("up", state)
         assert up.returncode == 0, up.stderr[-3000:]
@@ -34,44 +40,13 @@ def test_demo_up_then_down(tmp_path: Path) -> None:
         assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", up.stdout), up.stdout
         assert f"export KUBECONFIG={state / 'cluster' / 'kubeconfig'}" in up.stdout
         assert (state / "kubesphere" / "results" / "ks-core" / "stdout").is_file()
-        pids = [json.loads((state / "shell-operator.pid").read_text())["pid"]]
+        pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
         pids += [r["pid"] for r in json.loads((state / "cluster" / "pids.json").read_text())]
         again = demo("up", state)  # idempotent: reuses what runs
         assert again.returncode == 0 and "reusing shell-operator" in again.stderr
 
-        # A user's edit survives `up`; a failing module ends `up` at once, with the reason from status.
-        kubeconfig = str(state / "cluster" / "kubeconfig")
-        kubectl = [str(tool_path("kubectl")), f"--kubeconfig={kubeconfig}", "-n", "kubesphere-system"]
-        subprocess.run([*kubectl, "patch", "cc", "ks-installer", "--type=merge", "-p",
-                        '{"spec":{"persistence":{"storageClass":"fast-ssd"}}}'], check=True, capture_output=True)
-        started = time.monotonic()
-        failed = demo("up", state)
-        assert failed.returncode == 1, failed.stderr[-3000:]
-        assert "keeping the existing cc/ks-installer" in failed.stderr
-        assert "preinstall failed at 'Preinstall | Check the StorageClass for persistent volumes'" in failed.stderr
-        assert "fast-ssd" in failed.stderr and time.monotonic() - started < 200
-        spec = subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o", "jsonpath={.spec.persistence}"],
-                              check=True, capture_output=True, text=True).stdout
-        assert "fast-ssd" in spec  # not reverted to the default file
-    finally:
-        down = demo("down", state)
-    assert down.returncode == 0, down.stderr
-    assert not state.exists()
-    assert not [p for p in pids if pid_alive(p)]
-
-
-def test_demo_up_waits_for_the_restarted_operator(tmp_path: Path) -> None:
-    """A module Failed in the status a stopped shell-operator left (at the cc's current generation) does not end
-    `up` at once: it waits for the new operator's reconcile and reports that one (here: Ready again)."""
-    state = tmp_path / "demo"
-    pids: list[int] = []
-    try:
-        first = demo("up", state)
-        assert first.returncode == 0, first.stderr[-3000:]
-        pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
-        pids += [r["pid"] for r in json.loads((state / "cluster" / "pids.json").read_text())]
-        kill_tree(process_tree(pids[0]))  # the operator only: the cluster, the cc and its status stay
-
+        # The operator only is stopped (the cluster, the cc and its status stay), leaving a stale failure behind.
+        kill_tree(process_tree(pids[0]))
         kubectl = [str(tool_path("kubectl")), f"--kubeconfig={state / 'cluster' / 'kubeconfig'}",
                    "-n", "kubesphere-system"]
         cc = json.loads(subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o", "json"], check=True,
@@ -81,17 +56,30 @@ def test_demo_up_waits_for_the_restarted_operator(tmp_path: Path) -> None:
                  "modules": {"ks-core": {"phase": "Failed", "failedTask": "Stale task", "message": "an old failure"}}}
         subprocess.run([*kubectl, "patch", "cc", "ks-installer", "--subresource=status", "--type=merge", "-p",
                         json.dumps({"status": stale})], check=True, capture_output=True)
-
-        again = demo("up", state)
-        assert "Stale task" not in again.stderr, again.stderr[-3000:]
-        assert again.returncode == 0, again.stderr[-3000:]
-        assert "reusing shell-operator" not in again.stderr and "shell-operator runs" in again.stderr
-        assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", again.stdout), again.stdout
+        restarted = demo("up", state)
+        assert "Stale task" not in restarted.stderr, restarted.stderr[-3000:]
+        assert restarted.returncode == 0, restarted.stderr[-3000:]
+        assert "reusing shell-operator" not in restarted.stderr and "shell-operator runs" in restarted.stderr
+        assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", restarted.stdout), \
+            restarted.stdout
         pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
         phase = subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o",
                                 "jsonpath={.status.modules.ks-core.phase}"], check=True, capture_output=True,
                                text=True).stdout
         assert phase == "Installed"
+
+        # A user's edit survives `up`; a failing module ends `up` at once, with the reason from status.
+        subprocess.run([*kubectl, "patch", "cc", "ks-installer", "--type=merge", "-p",
+                        '{"spec":{"persistence":{"storageClass":"fast-ssd"}}}'], check=True, capture_output=True)
+        started = time.monotonic()
+        failing = demo("up", state)
+        assert failing.returncode == 1, failing.stderr[-3000:]
+        assert "keeping the existing cc/ks-installer" in failing.stderr
+        assert "preinstall failed at 'Preinstall | Check the StorageClass for persistent volumes'" in failing.stderr
+        assert "fast-ssd" in failing.stderr and time.monotonic() - started < 200
+        spec = subprocess.run([*kubectl, "get", "cc", "ks-installer", "-o", "jsonpath={.spec.persistence}"],
+                              check=True, capture_output=True, text=True).stdout
+        assert "fast-ssd" in spec  # not reverted to the default file
     finally:
         down = demo("down", state)
     assert down.returncode == 0, down.stderr
