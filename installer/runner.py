@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 import ansible_runner
 import yaml
 
+from installer.forkserver import SERVER
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory
 from installer.modules import get_module
 from installer.plan import Action, Step
@@ -215,9 +217,12 @@ class PlaybookRunner:
                          "ks_hash": step.hash or ""}
             write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
             inventory_file = str(Path(pdd) / "inventory.jsonl")
+            client = SERVER.client()
+            command = {"binary": str(client), "cmdline": shlex.quote(str(playbook))} if client else \
+                {"playbook": str(playbook)}
             result = ansible_runner.run(
                 private_data_dir=pdd,
-                playbook=str(playbook),
+                **command,
                 artifact_dir=str(results),
                 ident=module.name,
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",

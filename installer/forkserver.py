@@ -1,0 +1,293 @@
+"""A fork server for ansible-playbook: the Kubernetes client and the ``ks_*`` tasks' code are imported once per
+engine process, not once per module run.
+
+Every module run used to start a new interpreter that imported Ansible, the Kubernetes client (about half a CPU
+second of its own) and the tasks' code. The engine now starts one server process (``python -m installer.forkserver
+SOCKET``) that imports the Kubernetes client and the tasks' code (never Ansible, which reads its configuration from
+the environment when imported) and forks a child for each run. ansible-runner runs a small client in place of
+``ansible-playbook`` (``binary=``); the client hands the server its argv, working directory, environment and its
+standard streams (the pty ansible-runner reads), and exits with the child's exit code. The child takes the run's
+environment, imports Ansible and runs ``ansible-playbook``'s main.
+
+Cancel and timeout: ansible-runner SIGKILLs the client's process group; the child notices that its client is gone
+(its socket closes) and kills itself; Ansible's task workers follow their main process (``ks_preload``). SIGTERM,
+SIGINT and SIGHUP sent to the client are passed on to the child. The server ends when the engine closes its stdin
+(or dies); runs already started finish. ``KS_ANSIBLE_FORKSERVER=0`` runs ``ansible-playbook`` itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import io
+import json
+import logging
+import os
+import pkgutil
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, NoReturn
+
+log = logging.getLogger("installer")
+SWITCH_ENV = "KS_ANSIBLE_FORKSERVER"
+START_TIMEOUT = 60.0
+PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+DIR_PREFIX = "ks-ansible-"
+"""The server's directory in the temp dir: ``ks-ansible-<engine pid>-<random>`` (its socket and client)."""
+
+#: The client ansible-runner runs as ``ansible-playbook`` (isolated, no site: it imports nothing but the stdlib).
+CLIENT = '''#!{python} -IS
+"""ansible-playbook, run by the installer's fork server (installer/forkserver.py)."""
+import json, os, signal, socket, struct, sys
+
+PLAYBOOK = {playbook!r}
+try:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect({socket!r})
+except OSError:  # no server: run ansible-playbook itself
+    os.execv(PLAYBOOK, [PLAYBOOK, *sys.argv[1:]])
+body = json.dumps({{"argv": [PLAYBOOK, *sys.argv[1:]], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+socket.send_fds(sock, [struct.pack("!I", len(body))], [0, 1, 2])
+sock.sendall(body)
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    signal.signal(number, lambda n, _frame: sock.send(bytes([n])))
+reply = b""
+while len(reply) < 4:
+    chunk = sock.recv(4 - len(reply))
+    if not chunk:
+        sys.exit(1)  # the run died without an exit code
+    reply += chunk
+sys.exit(struct.unpack("!i", reply)[0])
+'''
+
+
+# ---------------------------------------------------------------------------------------------------------- engine
+
+
+class ForkServer:
+    """The engine's side: starts the server on first use; :meth:`client` is what ansible-runner runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir: Path | None = None
+        self._failed = False
+
+    def client(self) -> Path | None:
+        """The client to run in place of ``ansible-playbook``; None when switched off or the server cannot start
+        (ansible-playbook runs itself then)."""
+        if os.environ.get(SWITCH_ENV, "1") == "0":
+            return None
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None and self._dir is not None:
+                return self._dir / "ansible-playbook"
+            if self._failed:
+                return None
+            try:
+                return self._start()
+            except (OSError, RuntimeError) as exc:
+                self._failed = True
+                log.debug("fork server not started, ansible-playbook runs itself: %s", exc)
+                self.stop()
+                return None
+
+    def _start(self) -> Path:
+        _remove_dead_servers_dirs()
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
+        sock = self._dir / "s"
+        client = self._dir / "ansible-playbook"
+        client.write_text(CLIENT.format(python=sys.executable, playbook=str(PLAYBOOK), socket=str(sock)))
+        client.chmod(0o700)
+        self._proc = subprocess.Popen([sys.executable, "-m", "installer.forkserver", str(sock)],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        assert self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT)
+        if not ready or self._proc.stdout.readline() != b"ready\n":
+            raise RuntimeError(f"the fork server did not start within {START_TIMEOUT:g}s")
+        atexit.register(self.stop)
+        return client
+
+    def stop(self) -> None:
+        """End the server (runs it started finish on their own) and remove its socket and client."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout):
+                with contextlib.suppress(OSError):
+                    if stream is not None:
+                        stream.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+
+SERVER = ForkServer()
+
+
+def _remove_dead_servers_dirs() -> None:
+    """Remove the socket and client a killed engine (no clean-up at exit) left in the temp dir."""
+    for found in Path(tempfile.gettempdir()).glob(f"{DIR_PREFIX}*-*"):
+        pid = found.name.removeprefix(DIR_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(found, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------- server
+
+
+def _recv_exactly(conn: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise EOFError("the client went away")
+        data += chunk
+    return data
+
+
+def _same_user(conn: socket.socket) -> bool:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1] == os.getuid()
+
+
+def _text_stream(fd: int) -> IO[str]:
+    return io.TextIOWrapper(io.FileIO(fd, "w" if fd else "r", closefd=False), encoding="utf-8",
+                            errors="backslashreplace", line_buffering=True, write_through=bool(fd))
+
+
+def _watch(conn: socket.socket) -> None:
+    """Pass on the signals the client got; end this run when the client is gone (killed by a cancel)."""
+    while True:
+        try:
+            data = conn.recv(16)
+        except OSError:
+            data = b""
+        if not data:
+            os.kill(os.getpid(), signal.SIGKILL)
+        for number in data:
+            os.kill(os.getpid(), number)
+
+
+def _title(argv: list[str]) -> None:
+    """Show the run's command line in ``ps`` (and /proc/PID/cmdline), for the child and its task workers."""
+    with contextlib.suppress(ImportError):
+        import setproctitle
+
+        setproctitle.setproctitle(" ".join(argv))
+
+
+def _run_ansible_playbook(argv: list[str]) -> int:
+    sys.argv = list(argv)
+    from ansible.cli.playbook import main  # imported here, with the run's environment
+
+    try:
+        main()
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
+def _child(conn: socket.socket) -> NoReturn:
+    """In the forked child: become the client's ``ansible-playbook`` and exit with its code."""
+    code = 1
+    try:
+        header, fds, _, _ = socket.recv_fds(conn, 4, 3)
+        header += _recv_exactly(conn, 4 - len(header))
+        request = json.loads(_recv_exactly(conn, struct.unpack("!I", header)[0]))
+        os.setsid()
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin, sys.stdout, sys.stderr = _text_stream(0), _text_stream(1), _text_stream(2)
+        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+        _title(request["argv"])  # before the environment changes: it finds the title's memory through it
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        from kubernetes.config import kube_config  # read $KUBECONFIG when imported, in the server's environment
+
+        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get("KUBECONFIG", "~/.kube/config")
+        threading.Thread(target=_watch, args=(conn,), daemon=True).start()
+        code = _run_ansible_playbook(request["argv"])
+    except BaseException as exc:  # whatever happened, the client gets an exit code
+        with contextlib.suppress(Exception):
+            print(f"ansible-playbook (fork server): {type(exc).__name__}: {exc}", file=sys.stderr)
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()  # Ansible's and kubernetes' clean-up (temp dirs, certificate files)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    with contextlib.suppress(OSError):
+        conn.sendall(struct.pack("!i", code))
+    os._exit(code & 0xFF)
+
+
+def preload() -> None:
+    """What every run needs and that reads no environment when imported: the Kubernetes client and the ``ks_*``
+    tasks' code (not their action plugins' base, which imports Ansible)."""
+    import jinja2  # noqa: F401
+    import yaml  # noqa: F401
+
+    import installer.ansible_tasks
+
+    for found in pkgutil.iter_modules(installer.ansible_tasks.__path__):
+        if found.name.startswith("ks_"):
+            importlib.import_module(f"installer.ansible_tasks.{found.name}")
+    if "ansible.constants" in sys.modules:
+        raise RuntimeError("Ansible was imported before a run's environment is known")
+
+
+def _reap(grace: float = 0.0) -> None:
+    """Collect the runs that ended (their CPU time then counts as the server's children's, and the engine's),
+    waiting up to ``grace`` seconds for those still running."""
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(ChildProcessError):
+        while True:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
+
+
+def serve(path: str) -> None:
+    """Listen on ``path`` and fork a child per client, until stdin closes."""
+    preload()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        _reap()
+        ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+            return
+        if listener in ready:
+            conn, _ = listener.accept()
+            if not _same_user(conn):
+                conn.close()
+                continue
+            if os.fork() == 0:
+                listener.close()
+                _child(conn)
+            conn.close()
+    _reap(grace=5.0)  # the engine stops the server after its runs: their children are exiting
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
