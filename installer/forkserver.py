@@ -276,7 +276,7 @@ def serve(path: str) -> None:
         _reap()
         ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
         if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
-            return
+            break
         if listener in ready:
             conn, _ = listener.accept()
             if not _same_user(conn):
