@@ -14,7 +14,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,14 @@ def _established(crd: Obj) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+def backoff(first: float = 0.1, limit: float = 2.0) -> Iterator[float]:
+    """The pauses between polls: short at first (most waits end within a second), doubling up to ``limit``."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * 2, limit)
+
+
 class Rejected(RuntimeError):
     """The API server refused an object; the message is its own reason, naming the object."""
 
@@ -179,7 +187,10 @@ class Manifests:
         """
         result = Result()
         versions: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        unestablished: list[str] = []  # new or changed CRDs, waited for together before the next kind
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
+            if obj["kind"] != "CustomResourceDefinition":
+                self._wait_established(unestablished)
             res = self._resource(obj["apiVersion"], obj["kind"])
             meta = obj["metadata"]
             if obj["kind"] == "Namespace":
@@ -213,7 +224,8 @@ class Manifests:
             if changed:
                 result.changed.append(ident(obj))
             if obj["kind"] == "CustomResourceDefinition" and (changed or not _established(after)):
-                self._wait_established(meta["name"])
+                unestablished.append(meta["name"])
+        self._wait_established(unestablished)
         if prune:
             keep = set(result.applied)
             stale = [o for o in self._owned(_kinds(objects, kinds)) if ident(o) not in keep]
@@ -346,25 +358,33 @@ class Manifests:
     def _has_pvcs(self, namespace: str) -> bool:
         return bool(client.CoreV1Api(self.dyn.client).list_namespaced_persistent_volume_claim(namespace).items)
 
-    def _wait_established(self, name: str, timeout: int = 60) -> None:
+    def _wait_established(self, names: list[str], timeout: float = 60) -> None:
+        """Wait until every CRD in ``names`` is Established, then forget the discovery cache once (their kinds
+        are served from now on); empties ``names``."""
+        if not names:
+            return
         ext = client.ApiextensionsV1Api(self.dyn.client)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            conds = ext.read_custom_resource_definition(name).status.conditions or []
-            if any(c.type == "Established" and c.status == "True" for c in conds):
+        for delay in backoff():
+            names[:] = [n for n in names if not any(
+                c.type == "Established" and c.status == "True"
+                for c in ext.read_custom_resource_definition(n).status.conditions or [])]
+            if not names:
                 self.dyn.resources.invalidate_cache()
                 return
-            time.sleep(0.5)
-        raise TimeoutError(f"CustomResourceDefinition {name} not Established after {timeout}s")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CustomResourceDefinition {', '.join(names)} not Established after {timeout}s")
+            time.sleep(delay)
 
     def _wait_gone(self, objects: list[Obj], timeout: int) -> None:
         deadline = time.monotonic() + timeout
         remaining = list(objects)
-        while remaining and time.monotonic() < deadline:
+        for delay in backoff(limit=1.0):
             remaining = [o for o in remaining
                          if self._get(self._resource(o["apiVersion"], o["kind"]), o) is not None]
-            if remaining:
-                time.sleep(1)
+            if not remaining or time.monotonic() > deadline:
+                break
+            time.sleep(delay)
         if remaining:
             raise TimeoutError(f"still present after {timeout}s: {', '.join(ident(o) for o in remaining)}")
 
@@ -436,6 +456,7 @@ def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600,
     ``stop`` was set."""
     deadline = time.monotonic() + timeout
     pending = [o for o in objects if o["kind"] in WAITED_KINDS]
+    delays = backoff(first=0.25)
     while pending:
         live = {ident(o): _live(dyn, o) for o in pending}
         for name, obj in live.items():
@@ -448,9 +469,10 @@ def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600,
         if time.monotonic() > deadline:
             raise TimeoutError(f"not ready after {int(timeout)}s: "
                                + ", ".join(ident(o) + _why(live[ident(o)]) for o in pending))
+        delay = next(delays)
         if stop is None:
-            time.sleep(2)
-        elif stop.wait(2):
+            time.sleep(delay)
+        elif stop.wait(delay):
             raise WaitStopped("stopped while waiting for " + ", ".join(ident(o) for o in pending))
 
 
