@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import io
 import json
 import logging
 import os
-import pkgutil
 import select
 import shutil
 import signal
@@ -241,11 +239,9 @@ def preload() -> None:
     import jinja2  # noqa: F401
     import yaml  # noqa: F401
 
-    import installer.ansible_tasks
+    from installer.ansible_tasks.preload import import_tasks
 
-    for found in pkgutil.iter_modules(installer.ansible_tasks.__path__):
-        if found.name.startswith("ks_"):
-            importlib.import_module(f"installer.ansible_tasks.{found.name}")
+    import_tasks(base=False)
     if "ansible.constants" in sys.modules:
         raise RuntimeError("Ansible was imported before a run's environment is known")
 

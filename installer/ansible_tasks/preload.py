@@ -26,10 +26,11 @@ _forking_parent = [0]
 _done = [False]
 
 
-def import_tasks() -> list[str]:
-    """Import every task module and the action plugins' base; their names."""
+def import_tasks(base: bool = True) -> list[str]:
+    """Import every task module and, with ``base``, the action plugins' base (which imports Ansible); their
+    names."""
     names = [m.name for m in pkgutil.iter_modules(installer.ansible_tasks.__path__) if m.name.startswith("ks_")]
-    for name in ["action", *names]:
+    for name in ["action", *names] if base else names:
         importlib.import_module(f"installer.ansible_tasks.{name}")
     return names
 

@@ -59,8 +59,7 @@ def _monitor_crd(plural: str, kind: str) -> dict:
 
 def _clean(api: client.ApiClient) -> None:
     """What an uninstall keeps (the volume, its Secret, the namespace) and any object of an earlier run."""
-    for ns in (NS, WORKER, ARGO):
-        delete_namespace(api, ns)
+    delete_namespace(api, NS, WORKER, ARGO)
     admission = client.AdmissionregistrationV1Api(api)
     with contextlib.suppress(ApiException):
         admission.delete_mutating_webhook_configuration("mutating-webhook-configuration")

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from processes import processes_naming
 
 from installer.plan import Action, Step
 from installer.runner import PlaybookRunner
@@ -42,17 +43,6 @@ def _playbooks(tmp_path: Path, tasks: list[dict[str, Any]]) -> Path:
     play = {"hosts": "localhost", "gather_facts": False, "tasks": tasks}
     (playbooks / f"{MODULE}.yaml").write_text(yaml.safe_dump([play]))
     return playbooks
-
-
-def _processes_running(path: Path) -> list[str]:
-    """Command lines of the live processes that name ``path`` (ansible-playbook and its forked workers do)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            if str(path) in text:
-                found.append(f"{cmdline.parent.name}: {text}")
-    return found
 
 
 @pytest.fixture
@@ -89,6 +79,6 @@ def test_a_cancelled_run_leaves_no_process_and_keeps_what_its_tasks_recorded(
 
     assert outcome.status == "canceled", outcome
     assert started == ["Apply", "Read", "Wait forever"]
-    assert _processes_running(playbooks) == []
+    assert processes_naming(playbooks) == {}
     # The tasks ran in the workers with the run's environment: the kubeconfig and the run's inventory file.
     assert ("v1", "ConfigMap", NAMESPACE, NAME) in outcome.inventory

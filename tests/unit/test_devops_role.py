@@ -139,7 +139,16 @@ def test_jenkins_as_upstream(rendered: dict[str, Objects]) -> None:
     assert monitor["metadata"]["namespace"] == "kubesphere-monitoring-system"
     assert monitor["spec"]["selector"] == {"matchLabels": {"app": "devops-jenkins"}}
     rules = find(objects, "PrometheusRule", "devops-jenkins-rules")["spec"]["groups"][0]["rules"]
-    assert "job='devops-jenkins'" in rules[3]["expr"]  # upstream's '%!s(<nil>)-%!s(<nil>)', fixed
+    # The expressions of the ks-devops 0.2.2 chart's jenkins PrometheusRule (ks-installer v3.4.1), but the last one's
+    # job, which upstream rendered as '%!s(<nil>)-%!s(<nil>)' (no target has it): the ServiceMonitor's job here.
+    assert [r["expr"] for r in rules] == [
+        'sum(rate(process_cpu_seconds_total{container="devops-jenkins", namespace="kubesphere-devops-system"}[5m]))'
+        ' by (container, instance) > 0.8\n',
+        "absent(default_jenkins_up)",
+        "avg_over_time(jenkins_queue_size_value[5m]) > 10",
+        "increase(jenkins_runs_failure_total{namespace='kubesphere-devops-system', container='devops-jenkins',"
+        " job='devops-jenkins'}[5m]) > 5"]
+    assert monitor["spec"]["jobLabel"] == "devops-jenkins"  # no such Service label: the job is the Service's name
 
 
 def test_jenkins_spec_fields(rendered: dict[str, Objects]) -> None:

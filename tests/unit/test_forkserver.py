@@ -4,7 +4,6 @@ no server the client runs ansible-playbook itself."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import ansible_runner
 import pytest
 import yaml
+from processes import processes_naming
 
 from installer.forkserver import CLIENT, PLAYBOOK, ForkServer
 
@@ -52,16 +52,6 @@ def _run(client: Path, playbook: Path, env: dict[str, str], **kwargs: object) ->
     return result, stdout, events
 
 
-def _processes_naming(path: Path) -> dict[int, int]:
-    """pid → parent pid of the live processes whose command line names ``path``."""
-    found = {}
-    for proc in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if str(path) in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                found[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    return found
-
-
 def test_each_run_is_ansible_playbook_with_its_own_environment(server: ForkServer, tmp_path: Path) -> None:
     playbook = _playbook(tmp_path / "p", [
         {"name": "Say", "debug": {"msg": "value={{ lookup('env', 'KS_TEST_VALUE') }}"}},
@@ -91,7 +81,7 @@ def test_a_run_is_a_child_of_the_server_and_a_cancelled_run_leaves_no_process(se
     def watch() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not seen:
-            seen.update({p: pp for p, pp in _processes_naming(playbook).items() if pp == server._proc.pid})
+            seen.update({p: pp for p, (pp, _) in processes_naming(playbook).items() if pp == server._proc.pid})
             time.sleep(0.2)
         time.sleep(1)
         cancel.set()
@@ -102,10 +92,10 @@ def test_a_run_is_a_child_of_the_server_and_a_cancelled_run_leaves_no_process(se
     assert result.status == "canceled"
     assert seen, "no ansible-playbook process of the server's was seen"
     deadline = time.monotonic() + 10
-    while (_processes_naming(playbook) or _processes_naming(Path("sleep 613"))) and time.monotonic() < deadline:
+    while (processes_naming(playbook) or processes_naming(Path("sleep 613"))) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_naming(playbook) == {}
-    assert _processes_naming(Path("sleep 613")) == {}  # the task's own command too
+    assert processes_naming(playbook) == {}
+    assert processes_naming(Path("sleep 613")) == {}  # the task's own command too
 
 
 def test_without_a_server_the_client_runs_ansible_playbook_itself(tmp_path: Path) -> None:

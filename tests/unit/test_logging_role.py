@@ -121,6 +121,12 @@ def test_filters(rendered: dict[str, Objects]) -> None:
     assert containerd["script"] == {"key": "containerd.lua", "name": "fluent-bit-containerd-config"}
     lua = find(objects, "ConfigMap", "fluent-bit-containerd-config")["data"]["containerd.lua"]
     assert "function containerd(tag, timestamp, record)" in lua and 'record["logtag"]' in lua
+    # The record fields of ks-installer v3.4.1's script, which ks-apiserver's log queries read: a cri line moves from
+    # "message" to "log"; "time" is the record's UTC time with its nanoseconds as they come (not zero-padded).
+    for line in ('record["time"] = string.format("%4d-%02d-%02dT%02d:%02d:%02d.%sZ"',
+                 't["hour"], t["min"], t["sec"], timestamp["nsec"]', 'record["log"] = record["message"]',
+                 'record["message"] = nil', "return 1, timestamp, record", "return 0, timestamp, record"):
+        assert line in lua, line
 
 
 def test_output_to_the_log_store(rendered: dict[str, Objects]) -> None:

@@ -244,6 +244,31 @@ def test_services_and_disruption_budgets(rendered: dict[str, Objects]) -> None:
     assert coredns["endpoints"][0]["port"] == "metrics"
 
 
+def test_apiserver_drops_upstreams_metrics(rendered: dict[str, Objects]) -> None:
+    # ks-installer v3.4.1 roles/ks-monitor/files/prometheus/kubernetes/kubernetes-serviceMonitorApiserver.yaml
+    (endpoint,) = find(rendered["default"], "ServiceMonitor", "kube-apiserver")["spec"]["endpoints"]
+    drops = endpoint["metricRelabelings"]
+    assert len(drops) == 12 and all(d["action"] == "drop" for d in drops)
+    assert drops[-1] == {"action": "drop", "sourceLabels": ["__name__", "le"], "regex": (
+        "apiserver_request_duration_seconds_bucket;"
+        "(0.15|0.25|0.3|0.35|0.4|0.45|0.6|0.7|0.8|0.9|1.25|1.5|1.75|2.5|3|3.5|4.5|6|7|8|9|15|25|30|50)")}
+    assert [d["regex"] for d in drops[8:11]] == [
+        "etcd_(debugging|disk|server).*", "apiserver_admission_controller_admission_latencies_seconds_.*",
+        "apiserver_admission_step_admission_latencies_seconds_.*"]
+    queues = ["admission_quota_controller", "APIServiceOpenAPIAggregationControllerQueue1",
+              "APIServiceRegistrationController", "autoregister", "AvailableConditionController",
+              "crd_autoregistration_controller", "crdEstablishing", "crd_finalizer", "crd_naming_condition_controller",
+              "crd_openapi_controller", "DiscoveryController", "non_structural_schema_condition_controller"]
+    metrics = ["adds", "depth", "longest_running_processor_microseconds", "queue_latency", "retries",
+               "unfinished_work_seconds", "work_duration"]
+    queue_drop = drops[7]["regex"]
+    assert queue_drop.startswith("(") and queue_drop.endswith(")")
+    assert set(queue_drop[1:-1].split("|")) == {f"{q}_{m}" for q in queues for m in metrics} - {
+        "admission_quota_controller_retries"} | {
+        "kubeproxy_sync_proxy_rules_latency_microseconds", "rest_client_request_latency_seconds",
+        "storage_operation_errors_total", "storage_operation_status_count"}
+
+
 def test_prometheus_reads_its_config_through_a_role(rendered: dict[str, Objects]) -> None:
     objects = rendered["default"]
     assert find(objects, "Role", "prometheus-k8s-config")["rules"] == [
