@@ -162,6 +162,10 @@ def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     secret = client.CoreV1Api(session.api).read_namespaced_secret("kubesphere-secret", NAMESPACE)
     jwt = secret.data["secret"]
     assert base64.b64decode(jwt).decode() not in session.operator.log_text()
+    # ... nor the files shell-operator writes for the hook (the binding contexts: the cc and the state snapshot)
+    written = [f for f in session.operator.tmp_dir.rglob("*") if f.is_file()]
+    assert any("binding-context" in f.name for f in written), written
+    assert not [f for f in written if base64.b64decode(jwt) in f.read_bytes() or jwt.encode() in f.read_bytes()]
     printed = session.kubectl("get", "cc", "-n", NAMESPACE)
     assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", printed), printed
     # The story in kubectl describe (Events written with the installer's own RBAC) ...

@@ -1,0 +1,334 @@
+"""Generate hostile ClusterConfiguration specs and run each through the offline ``plan`` path in-process.
+
+Every spec must either plan (exit 0) or be refused with a short message naming a field or the YAML problem.
+A traceback, an uncaught exception, more than 20 KB of output or a canary secret in the output is a BUG.
+
+    python hack/hostile_specs.py --count 1000 --seed 1 [--keep-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import random
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = REPO / "deploy" / "cluster-configuration.yaml"
+CANARY = "CANARY-7f3a9c"
+MAX_OUTPUT = 20_000
+_FIELD = re.compile(r"^  \S+: ", re.MULTILINE)  # one "  path: message" line per field (format_errors)
+
+Mutation = Callable[[random.Random, dict[str, Any]], str | None]
+
+
+def _base() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(BASE.read_text(encoding="utf-8"))
+    return doc
+
+
+def _paths(node: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path below ``node`` (dict keys and list indexes)."""
+    out: list[tuple[Any, ...]] = []
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        out.append((*parts, key))
+        out.extend(_paths(value, (*parts, key)))
+    return out
+
+
+def _containers(node: Any) -> list[dict[str, Any]]:
+    """Every mapping at or below ``node``."""
+    out = [node] if isinstance(node, dict) else []
+    for value in node.values() if isinstance(node, dict) else node if isinstance(node, list) else ():
+        out.extend(_containers(value))
+    return out
+
+
+def _set(root: dict[str, Any], parts: tuple[Any, ...], value: Any) -> None:
+    node: Any = root
+    for part in parts[:-1]:
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def _spec(doc: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = doc["spec"]
+    return spec
+
+
+def _wrong_value(rng: random.Random) -> Any:
+    return rng.choice(["abc", "", 7, -1, 10**30, 3.5, True, False, None, [], [1, "x"], {}, {"k": "v"},
+                       "30880", "yes", "NodePort\n", "ñ"])
+
+
+def wrong_type(rng: random.Random, doc: dict[str, Any]) -> None:
+    """A value of a random type at a random schema path."""
+    spec = _spec(doc)
+    for _ in range(rng.randint(1, 3)):
+        _set(spec, rng.choice(_paths(spec)), _wrong_value(rng))
+
+
+def unknown_key(rng: random.Random, doc: dict[str, Any]) -> None:
+    """An unknown key in a random mapping (any depth)."""
+    rng.choice(_containers(_spec(doc)))[rng.choice(["extra", "Enabled", "consoel", "a b", "x.y", "0"])] = \
+        _wrong_value(rng)
+
+
+def huge_string(rng: random.Random, doc: dict[str, Any]) -> None:
+    """A 100 KB string at a random path."""
+    spec = _spec(doc)
+    _set(spec, rng.choice(_paths(spec)), rng.choice("ax{") * 100_000)
+
+
+def many_keys(rng: random.Random, doc: dict[str, Any]) -> None:
+    """30 000 keys in one mapping."""
+    target = rng.choice([_spec(doc), _spec(doc)["authentication"], _spec(doc)["common"]])
+    target.update({f"k{i}": i for i in range(30_000)})
+
+
+def unicode(rng: random.Random, doc: dict[str, Any]) -> None:
+    """Control, bidi, NUL-ish and astral characters in values and keys."""
+    spec = _spec(doc)
+    text = rng.choice(["\x00", "\x07bell", "\u202etxt", "\ud7ff", "😀" * 50, "a\u0000b", "\x1b[31mred", "\ufeff"])
+    _set(spec, rng.choice(_paths(spec)), text)
+    rng.choice(_containers(spec))[text] = "v"
+
+
+def jinja(rng: random.Random, doc: dict[str, Any]) -> None:
+    """Jinja in values and keys, also in credential fields."""
+    spec = _spec(doc)
+    text = rng.choice(["{{ lookup('pipe','id') }}", "{% raw %}x{% endraw %}", "{# c #}", f"{{{{ '{CANARY}' }}}}"])
+    if rng.random() < 0.5:
+        _set(spec, rng.choice(_paths(spec)), text)
+    else:
+        spec["authentication"][rng.choice(["jwtSecret", "adminPassword", "oauthOptions"])] = f"{CANARY}{text}"
+    if rng.random() < 0.3:
+        rng.choice(_containers(spec))[text] = "v"
+
+
+def legacy(rng: random.Random, doc: dict[str, Any]) -> None:
+    """Legacy keys with bad values (moved or dropped by a migration)."""
+    spec = _spec(doc)
+    bad = rng.choice(["abc", -5, [], {"x": 1}, None, f"{CANARY}{{{{x}}}}"])
+    key = rng.choice(["console", "redisVolumSize", "openldapVolumeSize", "minioVolumeSize", "mysqlVolumeSize",
+                      "etcdVolumeSize", "es", "opensearch"])
+    if key == "console":
+        spec["console"] = {"port": bad, "enableMultiLogin": bad}
+    elif key in ("es", "opensearch"):
+        spec["common"].setdefault(key, {})[f"{'elasticsearch' if key == 'es' else 'opensearch'}DataReplicas"] = bad
+    else:
+        spec["common"][key] = bad
+
+
+def credentials(rng: random.Random, doc: dict[str, Any]) -> None:
+    """Canary credentials in free-form sections, secret fields and unknown keys, some of them invalid."""
+    spec = _spec(doc)
+    where = rng.choice(["oauth", "oauth_bad", "secret_field", "unknown", "free_form", "secret_wrong_type"])
+    if where == "oauth":
+        spec["authentication"]["oauthOptions"] = {"identityProviders": [
+            {"name": "p", "provider": {"privateKey": CANARY, "clientSecret": CANARY}}]}
+    elif where == "oauth_bad":
+        spec["authentication"]["oauthOptions"] = rng.choice([CANARY, [CANARY], 5, {"x": {"privateKey": CANARY}}])
+    elif where == "secret_field":
+        spec["authentication"][rng.choice(["jwtSecret", "adminPassword"])] = rng.choice(
+            [CANARY, CANARY * 1000, f"{CANARY}\x00", f"{CANARY}\n{CANARY}"])
+    elif where == "unknown":
+        rng.choice(_containers(spec))[rng.choice(["privateKey", "password", "apiToken"])] = CANARY
+    elif where == "free_form":
+        spec["affinity"] = {"privateKey": CANARY, "nodeAffinity": {"token": CANARY}}
+    else:
+        spec["authentication"][rng.choice(["jwtSecret", "adminPassword"])] = rng.choice(
+            [{"v": CANARY}, [CANARY], 12345678, True])
+
+
+DICT_MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], None]] = {
+    "wrong_type": wrong_type, "unknown_key": unknown_key, "huge_string": huge_string, "many_keys": many_keys,
+    "unicode": unicode, "jinja": jinja, "legacy": legacy, "credentials": credentials,
+}
+
+_HOLE = "HOSTILE-HOLE"
+
+
+def _dump(doc: dict[str, Any]) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10**9)
+
+
+def _deep(rng: random.Random, depth: int, as_list: bool) -> str:
+    leaf = rng.choice(["1", CANARY, "{{ x }}", "null"])
+    return "[" * depth + leaf + "]" * depth if as_list else "{a: " * depth + leaf + "}" * depth
+
+
+def deep(rng: random.Random, doc: dict[str, Any]) -> str:
+    """Lists or mappings nested up to 1000 levels under affinity, oauthOptions or a typed field."""
+    spec = _spec(doc)
+    where = rng.choice([("affinity",), ("authentication", "oauthOptions"), ("common", "core", "console"),
+                        ("tolerations",)])
+    _set(spec, where, _HOLE)
+    depth = rng.choice([rng.randint(1, 64), rng.randint(60, 140), rng.randint(900, 1000)])
+    return _dump(doc).replace(_HOLE, _deep(rng, depth, rng.random() < 0.5))
+
+
+def yaml_features(rng: random.Random, doc: dict[str, Any]) -> str:
+    """Anchors, aliases, merge keys, duplicate keys, tags, NaN/inf, timestamps, ``#jinja2:`` headers."""
+    text = _dump(doc)
+    snippet = rng.choice([
+        "  x: &a {port: 1}\n  common: {<<: *a}\n",
+        "  authentication: &a {jwtSecret: " + CANARY + "}\n  multicluster: {<<: *a}\n",
+        "  multicluster: {clusterRole: none, clusterRole: host}\n",
+        "  etcd: !!binary aGVsbG8=\n",
+        "  etcd: !!python/object:os.system {}\n",
+        "  etcd: !!python/name:os.system\n",
+        f"  etcd: !!python/object/apply:subprocess.check_output [[echo, {CANARY}]]\n",
+        "  etcd: {port: .nan, monitoring: .inf}\n",
+        "  etcd: {port: -.inf}\n",
+        "  etcd: {endpointIps: 2001-12-14t21:59:43.10-05:00, port: 2024-01-01}\n",
+        "  etcd: !!set {a, b}\n",
+        f"  etcd: !custom {CANARY}\n",
+        "  l: &l [a, b]\n  m: &m [*l, *l]\n  n: &n [*m, *m, *m, *m]\n  o: [*n, *n, *n, *n, *n, *n]\n",
+        "  common: {<<: [*nope]}\n",
+        "  common: {<<: 5}\n",
+        "  ? [a, b]\n  : v\n",
+        "  ? {a: 1}\n  : v\n",
+        "  1: v\n  null: v\n  true: v\n",
+    ])
+    if "common:" in snippet or "authentication:" in snippet or "etcd:" in snippet or "multicluster:" in snippet:
+        text = re.sub(r"^  (common|authentication|etcd|multicluster):.*?(?=^  \S)", "", text, count=1,
+                      flags=re.MULTILINE | re.DOTALL) if rng.random() < 0.5 else text
+    out = text.replace("spec:\n", "spec:\n" + snippet, 1)
+    return ("#jinja2: variable_start_string:'[%'\n" + out) if rng.random() < 0.2 else out
+
+
+def malformed(rng: random.Random, doc: dict[str, Any]) -> str | bytes:
+    """Truncated documents, bad indentation, tabs, invalid UTF-8, several documents, empty files."""
+    text = _dump(doc)
+    kind = rng.choice(["truncate", "indent", "tab", "utf8", "multi", "empty", "scalar", "list", "quote"])
+    if kind == "truncate":
+        return text[: rng.randint(0, len(text))]
+    if kind == "indent":
+        lines = text.splitlines()
+        i = rng.randrange(len(lines))
+        lines[i] = " " * rng.randint(1, 3) + lines[i]
+        return "\n".join(lines)
+    if kind == "tab":
+        return text.replace("  jwtSecret", "\tjwtSecret")
+    if kind == "utf8":
+        raw = text.encode()
+        i = rng.randrange(len(raw))
+        return raw[:i] + rng.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", CANARY.encode() + b"\xfe"]) + raw[i:]
+    if kind == "multi":
+        return text + "---\n" + text
+    if kind == "empty":
+        return rng.choice(["", "---\n", "# nothing\n", "~\n"])
+    if kind == "scalar":
+        return rng.choice(["42\n", "spec\n", f"{CANARY}\n", "kind: ClusterConfiguration\nspec: 5\n"])
+    if kind == "list":
+        return "- a\n- b\n"
+    return text.replace("jwtSecret: ''", f"jwtSecret: '{CANARY}", 1)
+
+
+TEXT_MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], str | bytes]] = {
+    "deep": deep, "yaml_features": yaml_features, "malformed": malformed,
+}
+KINDS = [*DICT_MUTATIONS, *TEXT_MUTATIONS]
+
+
+def generate(rng: random.Random) -> tuple[list[str], str | bytes]:
+    """One hostile spec: its mutation kinds and its file content."""
+    doc = _base()
+    kinds = [rng.choice(KINDS)]
+    if rng.random() < 0.3:
+        kinds.insert(0, rng.choice(list(DICT_MUTATIONS)))
+    for kind in kinds:
+        if kind in DICT_MUTATIONS:
+            DICT_MUTATIONS[kind](rng, doc)
+    last = kinds[-1]
+    return kinds, TEXT_MUTATIONS[last](rng, doc) if last in TEXT_MUTATIONS else _dump(doc)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    verdict: str  # valid, refused or BUG
+    why: str
+    output: str
+
+
+def run_plan(path: Path) -> Outcome:
+    """``plan --desired path -o json`` in-process, classified."""
+    from installer.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["plan", "--desired", str(path), "-o", "json"])
+    except BaseException as exc:  # noqa: BLE001 - any escape is the finding
+        return Outcome("BUG", f"uncaught {type(exc).__name__}: {str(exc)[:200]}", err.getvalue())
+    text = out.getvalue() + err.getvalue()
+    if "Traceback" in text:
+        return Outcome("BUG", "traceback in output", text)
+    if CANARY in text:
+        return Outcome("BUG", "canary secret in output", text)
+    if len(text) > MAX_OUTPUT:
+        return Outcome("BUG", f"output is {len(text)} bytes", text)
+    if code == 0:
+        return Outcome("valid", "", text)
+    message = err.getvalue()
+    named = "cannot read YAML" in message or "cannot be" in message or bool(_FIELD.search(message))
+    if code != 2 or not message.startswith("error: ") or not named or out.getvalue():
+        return Outcome("BUG", f"exit {code} without a clear message", text)
+    return Outcome("refused", "", text)
+
+
+def run(count: int, seed: int, keep_dir: Path, shown: int = 5, quiet: bool = False) -> dict[str, int]:
+    """Generate and plan ``count`` specs; print a summary and the first ``shown`` BUGs; return counts per verdict."""
+    rng = random.Random(seed)
+    keep_dir.mkdir(parents=True, exist_ok=True)
+    totals: collections.Counter[str] = collections.Counter()
+    by_kind: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    bugs: list[tuple[Path, list[str], Outcome]] = []
+    for i in range(count):
+        kinds, content = generate(rng)
+        path = keep_dir / f"spec-{seed}-{i:04d}.yaml"
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+        outcome = run_plan(path)
+        totals[outcome.verdict] += 1
+        for kind in kinds:
+            by_kind[kind][outcome.verdict] += 1
+        if outcome.verdict == "BUG":
+            bugs.append((path, kinds, outcome))
+    if not quiet:
+        print(f"{'kind':<14}{'valid':>7}{'refused':>9}{'BUG':>5}")
+        for kind in KINDS:
+            c = by_kind[kind]
+            print(f"{kind:<14}{c['valid']:>7}{c['refused']:>9}{c['BUG']:>5}")
+        print(f"{'total':<14}{totals['valid']:>7}{totals['refused']:>9}{totals['BUG']:>5}  ({count} specs)")
+        for path, kinds, outcome in bugs[:shown]:
+            print(f"\nBUG {path} ({'+'.join(kinds)}): {outcome.why}\n{outcome.output[:600]}")
+    return dict(totals)
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--keep-dir", type=Path, help="where the specs are written (default: a temporary dir)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    if args.keep_dir:
+        return 1 if run(args.count, args.seed, args.keep_dir).get("BUG") else 0
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        return 1 if run(args.count, args.seed, Path(tmp)).get("BUG") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())
