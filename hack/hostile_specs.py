@@ -1,7 +1,8 @@
 """Generate hostile ClusterConfiguration specs and run each through the offline ``plan`` path in-process.
 
 Every spec must either plan (exit 0) or be refused with a short message naming a field or the YAML problem.
-A traceback, an uncaught exception, more than 20 KB of output or a canary secret in the output is a BUG.
+A traceback, an uncaught exception, more than 20 KB of output, a canary secret or an unprintable character
+(a terminal control, a bidi override) in the output is a BUG.
 
     python hack/hostile_specs.py --count 1000 --seed 1 [--keep-dir DIR]
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import copy
+import functools
 import io
 import random
 import re
@@ -27,14 +30,19 @@ REPO = Path(__file__).resolve().parents[1]
 BASE = REPO / "deploy" / "cluster-configuration.yaml"
 CANARY = "CANARY-7f3a9c"
 MAX_OUTPUT = 20_000
-_FIELD = re.compile(r"^  \S+: ", re.MULTILINE)  # one "  path: message" line per field (format_errors)
+_FIELD = re.compile(r"^  \S[^\n]*: ", re.MULTILINE)  # one "  path: message" line per field (format_errors)
 
 Mutation = Callable[[random.Random, dict[str, Any]], str | None]
 
 
-def _base() -> dict[str, Any]:
+@functools.cache
+def _base_doc() -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(BASE.read_text(encoding="utf-8"))
     return doc
+
+
+def _base() -> dict[str, Any]:
+    return copy.deepcopy(_base_doc())
 
 
 def _paths(node: Any, parts: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -100,7 +108,8 @@ def many_keys(rng: random.Random, doc: dict[str, Any]) -> None:
 def unicode(rng: random.Random, doc: dict[str, Any]) -> None:
     """Control, bidi, NUL-ish and astral characters in values and keys."""
     spec = _spec(doc)
-    text = rng.choice(["\x00", "\x07bell", "\u202etxt", "\ud7ff", "😀" * 50, "a\u0000b", "\x1b[31mred", "\ufeff"])
+    text = rng.choice(["\x00", "\x07bell", "\u202etxt", "\x9b31m", "\ud7ff", "😀" * 50, "a\u0000b", "\x1b[31mred",
+                       "\ufeff"])
     _set(spec, rng.choice(_paths(spec)), text)
     rng.choice(_containers(spec))[text] = "v"
 
@@ -113,8 +122,8 @@ def jinja(rng: random.Random, doc: dict[str, Any]) -> None:
         _set(spec, rng.choice(_paths(spec)), text)
     else:
         spec["authentication"][rng.choice(["jwtSecret", "adminPassword", "oauthOptions"])] = f"{CANARY}{text}"
-    if rng.random() < 0.3:
-        rng.choice(_containers(spec))[text] = "v"
+    if rng.random() < 0.3:  # a key is named in messages: no canary in it
+        rng.choice(_containers(spec))[text.replace(CANARY, "k")] = "v"
 
 
 def legacy(rng: random.Random, doc: dict[str, Any]) -> None:
@@ -243,12 +252,13 @@ TEXT_MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], str | bytes]
 KINDS = [*DICT_MUTATIONS, *TEXT_MUTATIONS]
 
 
-def generate(rng: random.Random) -> tuple[list[str], str | bytes]:
-    """One hostile spec: its mutation kinds and its file content."""
+def generate(rng: random.Random, allowed: list[str] = KINDS) -> tuple[list[str], str | bytes]:
+    """One hostile spec (mutation kinds from ``allowed``): its mutation kinds and its file content."""
     doc = _base()
-    kinds = [rng.choice(KINDS)]
-    if rng.random() < 0.3:
-        kinds.insert(0, rng.choice(list(DICT_MUTATIONS)))
+    kinds = [rng.choice(allowed)]
+    extra = [k for k in allowed if k in DICT_MUTATIONS]
+    if extra and rng.random() < 0.3:
+        kinds.insert(0, rng.choice(extra))
     for kind in kinds:
         if kind in DICT_MUTATIONS:
             DICT_MUTATIONS[kind](rng, doc)
@@ -271,13 +281,15 @@ def run_plan(path: Path) -> Outcome:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(["plan", "--desired", str(path), "-o", "json"])
-    except BaseException as exc:  # noqa: BLE001 - any escape is the finding
+    except BaseException as exc:  # any escape is the finding
         return Outcome("BUG", f"uncaught {type(exc).__name__}: {str(exc)[:200]}", err.getvalue())
     text = out.getvalue() + err.getvalue()
     if "Traceback" in text:
         return Outcome("BUG", "traceback in output", text)
     if CANARY in text:
         return Outcome("BUG", "canary secret in output", text)
+    if any(not c.isprintable() and c != "\n" for c in text):
+        return Outcome("BUG", "unprintable character in output", text)
     if len(text) > MAX_OUTPUT:
         return Outcome("BUG", f"output is {len(text)} bytes", text)
     if code == 0:
@@ -289,7 +301,8 @@ def run_plan(path: Path) -> Outcome:
     return Outcome("refused", "", text)
 
 
-def run(count: int, seed: int, keep_dir: Path, shown: int = 5, quiet: bool = False) -> dict[str, int]:
+def run(count: int, seed: int, keep_dir: Path, shown: int = 5, quiet: bool = False,
+        allowed: list[str] = KINDS) -> dict[str, int]:
     """Generate and plan ``count`` specs; print a summary and the first ``shown`` BUGs; return counts per verdict."""
     rng = random.Random(seed)
     keep_dir.mkdir(parents=True, exist_ok=True)
@@ -297,7 +310,7 @@ def run(count: int, seed: int, keep_dir: Path, shown: int = 5, quiet: bool = Fal
     by_kind: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     bugs: list[tuple[Path, list[str], Outcome]] = []
     for i in range(count):
-        kinds, content = generate(rng)
+        kinds, content = generate(rng, allowed)
         path = keep_dir / f"spec-{seed}-{i:04d}.yaml"
         path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
         outcome = run_plan(path)

@@ -80,11 +80,13 @@ class _StrictLoader(yaml.SafeLoader):
             self._at.pop()
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        merges = any(key.tag == _MERGE for key, _ in node.value)
         super().flatten_mapping(node)
         if len(node.value) > MAX_NODES:
             where = format_path(self._paths.get(id(node), ["?"]))
-            raise yaml.constructor.ConstructorError(None, None, f"merge keys build more than {MAX_NODES} keys "
-                                                    f"({where})", node.start_mark)
+            what = "merge keys build" if merges else "a mapping holds"
+            raise yaml.constructor.ConstructorError(None, None, f"{what} more than {MAX_NODES} keys ({where})",
+                                                    node.start_mark)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -113,7 +115,11 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def _load_spec(path: str) -> Any:
     try:
         doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:  # the line, not the byte offset; no text around it (a secret may stand there)
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}: cannot read YAML: line {line}: not UTF-8 (byte {exc.object[exc.start]:#04x})") \
+            from None
+    except OSError as exc:
         raise UsageError(f"{path}: cannot read YAML: {exc}") from exc
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: cannot read YAML: {_yaml_problem(exc)}") from None

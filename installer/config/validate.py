@@ -160,6 +160,7 @@ def _shown(value: Any, path: str) -> str | None:
     if is_secret(path) or isinstance(value, dict | list):
         return None
     text = json.dumps(value, ensure_ascii=False, default=str)
+    text = "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)  # no bidi or terminal controls
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 4] + '..."'
 
 

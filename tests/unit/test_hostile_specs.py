@@ -1,0 +1,40 @@
+"""Generated hostile specs (hack/hostile_specs.py) through the offline ``plan`` path, in-process: each plans or is
+refused with a message naming the field or the YAML problem; no traceback, no secret, no flood of output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hostile_specs import KINDS, run, run_plan
+
+SPEC = "apiVersion: installer.kubesphere.io/v1alpha1\nkind: ClusterConfiguration\nmetadata: {name: ks-installer}\n"
+
+
+def test_a_hundred_generated_specs_plan_or_are_refused(tmp_path: Path) -> None:
+    # 30 000 keys take seconds for PyYAML to parse: their refusal is checked below, once.
+    totals = run(100, 7, tmp_path, quiet=True, allowed=[k for k in KINDS if k != "many_keys"])
+    assert not totals.get("BUG"), totals
+    assert totals.get("refused", 0) > 50
+
+
+@pytest.mark.parametrize("content, message", [
+    (SPEC.encode() + b"spec:\n  local_registry: \"a\xffb\"\n", "line 5: not UTF-8 (byte 0xff)"),
+    (SPEC + "spec:\n" + "".join(f"  k{i}: {i}\n" for i in range(20_001)),
+     "line 5, column 3: a mapping holds more than 20000 keys (spec)"),
+], ids=["invalid-utf8", "many-keys"])
+def test_unreadable_yaml_names_the_line_and_the_problem(tmp_path: Path, content: str | bytes, message: str) -> None:
+    path = tmp_path / "cc.yaml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    outcome = run_plan(path)
+    assert outcome.verdict == "refused"
+    assert outcome.output == f"error: {path}: cannot read YAML: {message}\n"
+
+
+def test_a_shown_value_has_no_terminal_controls(tmp_path: Path) -> None:
+    path = tmp_path / "cc.yaml"
+    path.write_text(SPEC + 'spec:\n  common: {core: {console: {type: "\\u202e\\x9b31mNodePort"}}}\n')
+    outcome = run_plan(path)
+    assert outcome.verdict == "refused"
+    assert 'common.core.console.type: must be one of' in outcome.output
+    assert 'got "\\u202e\\u009b31mNodePort"' in outcome.output
