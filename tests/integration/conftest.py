@@ -7,7 +7,6 @@ import contextlib
 import copy
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import simcluster
 import yaml
 from cluster_objects import labelled_objects
 from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
@@ -154,27 +154,9 @@ def stored_state(installer: Installer) -> dict[str, Any]:
     return {k: json.loads(base64.b64decode(v)) for k, v in data.items()}
 
 
-def _descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        out += kids
-        todo += kids
-    return out
-
-
 def kill_tree(pid: int) -> None:
     """SIGKILL a process and everything under it at once, as a pod kill does (ansible runs in its own pty)."""
-    for p in [pid, *_descendants(pid)]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGKILL)
+    simcluster.kill_tree(simcluster.process_tree(pid))
 
 
 def _reset(api: client.ApiClient) -> None:
