@@ -11,8 +11,14 @@ environment, imports Ansible and runs ``ansible-playbook``'s main.
 
 Cancel and timeout: ansible-runner SIGKILLs the client's process group; the child notices that its client is gone
 (its socket closes) and kills itself; Ansible's task workers follow their main process (``ks_preload``). SIGTERM,
-SIGINT and SIGHUP sent to the client are passed on to the child. The server ends when the engine closes its stdin
-(or dies); runs already started finish. ``KS_ANSIBLE_FORKSERVER=0`` runs ``ansible-playbook`` itself.
+SIGINT and SIGHUP sent to the client are passed on to the child. The server ends when the engine closes its end of
+the server's control pipe (its stdin) or dies; runs already started finish. ``KS_ANSIBLE_FORKSERVER=0`` runs
+``ansible-playbook`` itself.
+
+The engine forks the server from itself before a reconcile takes its Lease (:meth:`ForkServer.prefork`): the engine
+has imported the Kubernetes client already, so the server costs neither an interpreter start nor a second import.
+Only a process with one thread forks (a fork copies no other thread, and a lock another thread holds stays held in
+the child); otherwise the first run starts the server as a new interpreter.
 """
 
 from __future__ import annotations
@@ -77,9 +83,42 @@ class ForkServer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None  # a server started as a new interpreter
+        self._forked: int | None = None  # the pid of a server forked from this process
+        self._control: int | None = None  # the forked server's control pipe (closing it ends the server)
         self._dir: Path | None = None
         self._failed = False
+
+    @property
+    def pid(self) -> int | None:
+        """The running server's process id."""
+        if self._proc is not None:
+            return self._proc.pid
+        return self._forked
+
+    def _alive(self) -> bool:
+        if self._proc is not None:
+            return self._proc.poll() is None
+        if self._forked is None:
+            return False
+        try:
+            return os.waitpid(self._forked, os.WNOHANG) == (0, 0)
+        except ChildProcessError:
+            return False
+
+    def prefork(self) -> None:
+        """Start the server now by forking this process, if it has only one thread (see the module's docstring)."""
+        if os.environ.get(SWITCH_ENV, "1") == "0" or threading.active_count() != 1:
+            return
+        with self._lock:
+            if self._alive() and self._dir is not None:
+                return
+            self.stop()
+            try:
+                self._fork()
+            except OSError as exc:
+                log.debug("fork server not forked, the first run starts it: %s", exc)
+                self.stop()
 
     def client(self) -> Path | None:
         """The client to run in place of ``ansible-playbook``; None when switched off or the server cannot start
@@ -87,11 +126,12 @@ class ForkServer:
         if os.environ.get(SWITCH_ENV, "1") == "0":
             return None
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None and self._dir is not None:
+            if self._alive() and self._dir is not None:
                 return self._dir / "ansible-playbook"
             if self._failed:
                 return None
             try:
+                self.stop()  # a forked server that died: its directory goes
                 return self._start()
             except (OSError, RuntimeError) as exc:
                 self._failed = True
@@ -99,13 +139,39 @@ class ForkServer:
                 self.stop()
                 return None
 
-    def _start(self) -> Path:
+    def _prepare(self) -> tuple[Path, Path]:
+        """The server's directory with the client in it: the socket's path and the client's."""
         _remove_dead_servers_dirs()
         self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
         sock = self._dir / "s"
         client = self._dir / "ansible-playbook"
         client.write_text(CLIENT.format(python=sys.executable, playbook=str(PLAYBOOK), socket=str(sock)))
         client.chmod(0o700)
+        return sock, client
+
+    def _fork(self) -> None:
+        sock, _ = self._prepare()
+        listener = _listen(str(sock))
+        control, control_end = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the server: never returns into the engine's code
+            code = 1
+            try:
+                os.close(control_end)
+                _become_server(str(sock))
+                serve_on(listener, control)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(control)
+        listener.close()
+        self._forked, self._control = pid, control_end
+        atexit.register(self.stop)
+
+    def _start(self) -> Path:
+        sock, client = self._prepare()
         self._proc = subprocess.Popen([sys.executable, "-m", "installer.forkserver", str(sock)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
         assert self._proc.stdout is not None
@@ -117,6 +183,13 @@ class ForkServer:
 
     def stop(self) -> None:
         """End the server (runs it started finish on their own) and remove its socket and client."""
+        forked, self._forked = self._forked, None
+        if self._control is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._control)
+            self._control = None
+        if forked is not None:
+            _wait_or_kill(forked, 10.0)
         proc, self._proc = self._proc, None
         if proc is not None:
             for stream in (proc.stdin, proc.stdout):
@@ -134,6 +207,18 @@ class ForkServer:
 
 
 SERVER = ForkServer()
+
+
+def _wait_or_kill(pid: int, timeout: float) -> None:
+    """Collect the forked server; SIGKILL it if it has not ended within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):
+            if time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+            time.sleep(0.02)
 
 
 def _remove_dead_servers_dirs() -> None:
@@ -259,19 +344,44 @@ def _reap(grace: float = 0.0) -> None:
             time.sleep(0.02)
 
 
-def serve(path: str) -> None:
-    """Listen on ``path`` and fork a child per client, until stdin closes."""
-    preload()
+def _listen(path: str) -> socket.socket:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     os.chmod(path, 0o600)
     listener.listen(64)
+    return listener
+
+
+def _become_server(path: str) -> None:
+    """In a server forked from the engine: a session of its own, default signal handling, none of the engine's exit
+    handlers (its runs run the exit handlers they register), nothing written to the engine's stdout."""
+    os.setsid()
+    for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    atexit._clear()
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    _title([sys.executable, "-m", "installer.forkserver", path])
+
+
+def serve(path: str) -> None:
+    """Listen on ``path`` and fork a child per client, until stdin closes."""
+    listener = _listen(path)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
+    serve_on(listener, sys.stdin.fileno())
+
+
+def serve_on(listener: socket.socket, control: int) -> None:
+    """Fork a child per client of ``listener``, until ``control`` (a pipe's read end) reaches its end."""
+    preload()
     while True:
         _reap()
-        ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
-        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+        ready, _, _ = select.select([listener, control], [], [], 1.0)
+        if control in ready and not os.read(control, 1):
             break
         if listener in ready:
             conn, _ = listener.accept()

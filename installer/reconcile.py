@@ -19,6 +19,7 @@ from installer.config import SpecError, format_errors, prepare
 from installer.drift import find_drift
 from installer.executor import Events, execute
 from installer.fingerprint import DigestCache
+from installer.forkserver import SERVER
 from installer.hook_metrics import HookMetrics
 from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
@@ -147,6 +148,7 @@ class Reconciler(Events):
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
             return Result()
+        SERVER.prefork()  # before the Lease's thread starts
         with Lease(self.api, on_lost=self.stop.set).held():
             return self._run(cc, force, drift)
 
@@ -157,6 +159,7 @@ class Reconciler(Events):
         cc = self.ccs.get()
         if cc is None:
             raise RuntimeError(f"ClusterConfiguration {NAMESPACE}/ks-installer not found: nothing to uninstall from")
+        SERVER.prefork()
         with Lease(self.api, on_lost=self.stop.set).held():
             result = self._run(cc, False, None, remove_all=True, purge_all=purge)
             if result.ok:

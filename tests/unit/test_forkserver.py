@@ -4,6 +4,7 @@ no server the client runs ansible-playbook itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -131,3 +132,64 @@ def test_a_killed_engines_socket_and_client_are_removed_by_the_next(tmp_path: Pa
         forks.stop()
     assert not left.exists() and running.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == [running.name]
+
+
+PREFORK = """
+import json, os, shlex, sys, threading
+from pathlib import Path
+import ansible_runner
+from installer.forkserver import ForkServer
+
+playbook, mode = sys.argv[1], sys.argv[2]
+if mode == "threads":
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+forks = ForkServer()
+forks.prefork()
+pid = forks.pid
+seen = {"pid": pid, "engine": os.getpid(), "new_interpreter": forks._proc is not None}
+if pid is not None:
+    seen["ppid"] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    seen["cmdline"] = Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+client = forks.client()
+seen["same_server"] = forks.pid == pid
+pdd = str(Path(playbook).parent / mode)
+os.makedirs(pdd)
+result = ansible_runner.run(private_data_dir=pdd, binary=str(client), cmdline=shlex.quote(playbook), quiet=True,
+                            inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
+                            envvars={"KS_V": mode})
+seen["run"] = [result.status, result.rc, (Path(pdd) / "artifacts" / result.config.ident / "stdout").read_text()]
+forks.stop()
+seen["after_stop"] = [pid is not None and Path(f"/proc/{pid}").exists(), client.parent.exists()]
+print(json.dumps(seen))
+"""
+
+
+def _prefork(tmp_path: Path, mode: str) -> dict:
+    """An engine-like process (one thread, or a second one with ``mode`` threads) that preforks and runs a play."""
+    playbook = tmp_path / "p" / "play.yaml"
+    if not playbook.exists():
+        _playbook(playbook.parent, [{"name": "Say", "debug": {"msg": "value={{ lookup('env', 'KS_V') }}"}}])
+    proc = subprocess.run([sys.executable, "-c", PREFORK, str(playbook), mode], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_prefork_forks_the_server_from_the_engine_and_stop_ends_it(tmp_path: Path) -> None:
+    seen = _prefork(tmp_path, "alone")
+    assert seen["pid"] is not None and not seen["new_interpreter"]
+    assert seen["ppid"] == seen["engine"]  # forked from the engine: no interpreter start, no second import
+    assert "installer.forkserver" in seen["cmdline"]
+    assert seen["same_server"]  # the first run uses it
+    status, rc, out = seen["run"]
+    assert (status, rc) == ("successful", 0) and "value=alone" in out
+    assert seen["after_stop"] == [False, False]  # ended, collected, its socket and client removed
+
+
+def test_an_engine_with_other_threads_does_not_fork_and_starts_the_server_on_first_use(tmp_path: Path) -> None:
+    seen = _prefork(tmp_path, "threads")
+    assert seen["pid"] is None  # not forked
+    status, rc, out = seen["run"]
+    assert (status, rc) == ("successful", 0) and "value=threads" in out
+    assert not seen["same_server"]  # a server of its own, started by the run
+    assert seen["after_stop"][1] is False
