@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 log = logging.getLogger("installer")
 SWITCH_ENV = "KS_ANSIBLE_FORKSERVER"
@@ -327,8 +327,51 @@ def preload() -> None:
     from installer.ansible_tasks.preload import import_tasks
 
     import_tasks(base=False)
+    _cache_collection_metadata()
+    _cache_config_definitions()
     if "ansible.constants" in sys.modules:
         raise RuntimeError("Ansible was imported before a run's environment is known")
+
+
+def _cache_collection_metadata() -> None:
+    """Parse ``ansible.builtin``'s routing metadata (``ansible_builtin_runtime.yml``, ~10,000 lines) once here, not
+    once per run: Ansible's collection loader offers ``_meta_yml_to_dict(data, content_id)`` for exactly this. A run
+    gets the parsed dict by fork; what it changes in it stays in its own process."""
+    import ansible
+    from ansible.utils.collection_loader import _collection_finder, _collection_meta
+
+    parse = _collection_meta._meta_yml_to_dict
+    path = Path(ansible.__file__).parent / "config" / "ansible_builtin_runtime.yml"
+    raw = path.read_bytes()
+    parsed = {("ansible.builtin", "runtime.yml"): (raw, parse(raw, ("ansible.builtin", "runtime.yml")))}
+
+    def cached(data: bytes | str, content_id: Any) -> Any:
+        known = parsed.get(content_id) if isinstance(content_id, tuple) else None
+        if known is not None and known[0] == data:
+            return known[1]
+        return parse(data, content_id)
+
+    _collection_meta._meta_yml_to_dict = cached
+    _collection_finder._meta_yml_to_dict = cached
+
+
+def _cache_config_definitions() -> None:
+    """Read Ansible's configuration definitions (``ansible/config/base.yml``, ~2,000 lines, read when a run imports
+    ``ansible.constants``) once here. Only the definitions are cached: the values come from each run's environment."""
+    from ansible.config.manager import ConfigManager
+
+    read = ConfigManager._read_config_yaml_file
+    definitions: dict[str, Any] = {}
+
+    def cached(self: ConfigManager, yml_file: str | bytes) -> Any:
+        key = os.fsdecode(yml_file)
+        if key not in definitions:
+            definitions[key] = read(self, yml_file)
+        return definitions[key]
+
+    ConfigManager._read_config_yaml_file = cached  # type: ignore[method-assign]
+    base = Path(sys.modules[ConfigManager.__module__].__file__ or "").parent / "base.yml"
+    cached(ConfigManager.__new__(ConfigManager), str(base))
 
 
 def _reap(grace: float = 0.0) -> None:
@@ -376,8 +419,9 @@ def serve(path: str) -> None:
 
 
 def serve_on(listener: socket.socket, control: int) -> None:
-    """Fork a child per client of ``listener``, until ``control`` (a pipe's read end) reaches its end."""
-    preload()
+    """Fork a child per client of ``listener``, until ``control`` (a pipe's read end) reaches its end. What every run
+    needs is loaded before the first child (a reconcile that runs nothing costs nothing more)."""
+    loaded = False
     while True:
         _reap()
         ready, _, _ = select.select([listener, control], [], [], 1.0)
@@ -388,6 +432,9 @@ def serve_on(listener: socket.socket, control: int) -> None:
             if not _same_user(conn):
                 conn.close()
                 continue
+            if not loaded:
+                preload()
+                loaded = True
             if os.fork() == 0:
                 listener.close()
                 _child(conn)
