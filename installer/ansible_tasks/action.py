@@ -16,10 +16,10 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from ansible._internal._errors._captured import AnsibleModuleCapturedError
-from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
 from ansible.module_utils.common.parameters import remove_values
+from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 from kubernetes.config import kube_config
 
@@ -86,20 +86,21 @@ class TaskAction(ActionBase):
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
-        try:
-            validation, args = self.validate_argument_spec(self.task.ARGUMENT_SPEC)
-        except AnsibleActionFail as exc:
-            # The module's result names its arguments (as far as they were valid) beside the message.
-            args = module_json(dict(self._task.args), Direction.CONTROLLER_TO_MODULE)
-            validation = ArgumentSpecValidator(self.task.ARGUMENT_SPEC).validate(args)
-            args |= validation.validated_parameters
-            result: dict[str, Any] = {"failed": True, "msg": exc.message}
+        # As a module gets them: plain data after the JSON trip (one walk over Ansible's lazily templated values,
+        # not a deep copy of them and then a walk), validated and coerced by the module's argument spec.
+        args = module_json(dict(self._task.args), Direction.CONTROLLER_TO_MODULE)
+        validation = ArgumentSpecValidator(self.task.ARGUMENT_SPEC).validate(args)
+        args |= validation.validated_parameters
+        result: dict[str, Any]
+        if validation.errors.errors:
+            msg = validation.errors.msg
+            if isinstance(validation.errors[0], UnsupportedError):
+                msg = f"Unsupported parameters for ({self._load_name}) module: {msg}"
+            result = {"failed": True, "msg": msg}
+        elif self._task.check_mode and not self.task.SUPPORTS_CHECK_MODE:
+            result = {"skipped": True, "msg": f"remote module ({self._task.action}) does not support check mode"}
         else:
-            args = module_json(args, Direction.CONTROLLER_TO_MODULE)
-            if self._task.check_mode and not self.task.SUPPORTS_CHECK_MODE:
-                result = {"skipped": True, "msg": f"remote module ({self._task.action}) does not support check mode"}
-            else:
-                result = self._run_task(args)
+            result = self._run_task(args)
         result.setdefault("invocation", {"module_args": args})
         result = module_json(censored(result, validation._no_log_values), Direction.MODULE_TO_CONTROLLER)
         # As for a module's result: a failure is the module's ("Module failed" in the log), not the action's.
