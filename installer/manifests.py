@@ -4,11 +4,17 @@ Every object a module applies carries ``installer.kubesphere.io/module=<module>`
 ``app.kubernetes.io/managed-by=ks-installer``. Prune and uninstall only ever look at objects with that
 label. Namespaces that existed before are never adopted, so they are never deleted. PVCs and CRDs are kept
 on uninstall unless ``purge`` is set, and a namespace that still holds PVCs is kept with them.
+
+An object is applied only when it may differ from its manifest: each carries ``installer.kubesphere.io/applied``,
+the digest of the manifest applied last, and one that has the same digest and that no other field manager wrote
+to since (a write to one of the installer's fields moves the field to that manager and stamps its entry later)
+is left as it is. The metadata-only list of the module's objects that an apply reads anyway tells both.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import re
@@ -24,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 Obj = dict[str, Any]
 Ref = tuple[str, str, str, str]
@@ -155,6 +161,27 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
     return sorted(live)
 
 
+def digest(body: Obj) -> str:
+    """The digest of a manifest (canonical JSON) that ``installer.kubesphere.io/applied`` records."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def unchanged_since_applied(meta: Obj, manifest_digest: str) -> bool:
+    """Whether a live object (its metadata) still is what the installer applied of a manifest with this digest:
+    the annotation matches, the installer's apply entry is there, and every other manager's entry (status aside)
+    is older than it."""
+    if (meta.get("annotations") or {}).get(APPLIED_ANNOTATION) != manifest_digest:
+        return False
+    entries = meta.get("managedFields") or []
+    ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
+            and not e.get("subresource")]
+    if len(ours) != 1 or not ours[0].get("time"):
+        return False
+    stamp = ours[0]["time"]  # RFC 3339 in UTC, seconds: ordered as strings
+    return all((e.get("time") or "~") < stamp for e in entries
+               if e is not ours[0] and e.get("subresource") != "status")
+
+
 class Manifests:
     def __init__(self, api: client.ApiClient, module: str) -> None:
         self.dyn = DynamicClient(api)
@@ -186,31 +213,40 @@ class Manifests:
         so a kind the module sometimes renders none of is pruned too.
         """
         result = Result()
-        versions: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+        versions: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         unestablished: list[str] = []  # new or changed CRDs, waited for together before the next kind
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
             if obj["kind"] != "CustomResourceDefinition":
                 self._wait_established(unestablished)
             res = self._resource(obj["apiVersion"], obj["kind"])
             meta = obj["metadata"]
+            live_meta: Obj | None
             if obj["kind"] == "Namespace":
                 live = self._get(res, obj)
-                owner = (live.metadata.labels or {}).get(MODULE_LABEL) if live is not None else None
-                before = live.metadata.resourceVersion if live is not None else None
+                live_meta = live.to_dict()["metadata"] if live is not None else None
+                owner = (live_meta.get("labels") or {}).get(MODULE_LABEL) if live_meta is not None else None
                 # Never adopt a namespace someone else created: it must survive this module's uninstall.
                 adopt = live is None or owner == self.module
             else:
                 key = (obj["apiVersion"], obj["kind"])
                 if key not in versions:
                     versions[key] = self._versions(res)
-                before = versions[key].get((meta.get("namespace") or "", meta["name"]))
+                live_meta = versions[key].get((meta.get("namespace") or "", meta["name"]))
                 owner, adopt = None, True
             if not adopt and owner:
                 # Another module's namespace: applying it under the shared field manager would take that
                 # module's fields (its label included) away. It exists; leave it to its owner.
                 result.kept.append(f"{ident(obj)} (belongs to module {owner})")
                 continue
+            before = live_meta.get("resourceVersion") if live_meta is not None else None
             body = self._labelled(obj, adopt)
+            manifest_digest = digest(body)
+            body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = manifest_digest
+            if live_meta is not None and unchanged_since_applied(live_meta, manifest_digest):
+                result.applied.append(ident(obj))  # as applied last, and nobody wrote to it since
+                if adopt:
+                    result.applied_refs.append(ref_of(obj))
+                continue
             try:
                 after = json.loads(res.server_side_apply(
                     body=body, name=meta["name"], namespace=meta.get("namespace"), field_manager=FIELD_MANAGER,
@@ -233,14 +269,14 @@ class Manifests:
                 self._remove(obj, result, purge=False)
         return result
 
-    def _versions(self, res: Any) -> dict[tuple[str, str], str]:
-        """``(namespace, name)`` → resourceVersion of this module's objects of one kind (metadata only)."""
+    def _versions(self, res: Any) -> dict[tuple[str, str], Obj]:
+        """``(namespace, name)`` → metadata of this module's objects of one kind (one metadata-only list)."""
         try:
             raw = res.get(label_selector=f"{MODULE_LABEL}={self.module}", serialize=False,
                           header_params={"Accept": PARTIAL_METADATA_LIST})
         except (NotFoundError, ResourceNotFoundError):
             return {}
-        return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i["metadata"]["resourceVersion"]
+        return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i["metadata"]
                 for i in json.loads(raw.data).get("items") or []}
 
     def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = (),

@@ -19,6 +19,8 @@ MODULE_LABEL = "installer.kubesphere.io/module"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ks-installer"}
 RETRY_ANNOTATION = "installer.kubesphere.io/retry"
 PURGE_ANNOTATION = "installer.kubesphere.io/purge"
+#: On every object the installer applies: the digest of the manifest it applied last.
+APPLIED_ANNOTATION = "installer.kubesphere.io/applied"
 """Modules (comma-separated, or ``all``) whose next uninstall also removes their PVCs and CRDs."""
 #: The Stalled reason of a host -> none/member change refused while member clusters are joined: the spec is fine,
 #: the cluster is not yet, so the schedule binding checks again every minute.

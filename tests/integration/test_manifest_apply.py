@@ -1,17 +1,20 @@
 """What an apply reports as changed, read from one list per kind instead of a read per object: nothing on a second
 apply of the same objects, exactly the edited object after an edit, an adopted object, and a new CRD served at
-once (its kind can be applied in the same run)."""
+once (its kind can be applied in the same run); an object that is as applied last is not written again, one that
+someone changed (an edit, a scale) or whose manifest changed is."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 from cluster_objects import delete_quietly
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
 
 from installer.manifests import Manifests
-from installer.settings import MODULE_LABEL
+from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster
 
@@ -57,3 +60,57 @@ def test_apply_reports_only_what_the_api_server_changed(kube_api: client.ApiClie
         manifests.delete(objects, purge=True, timeout=60)
         delete_quietly(lambda: client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition(
             f"widgets.{group}"))
+
+
+def test_an_unchanged_object_is_not_written_and_one_someone_changed_is_restored(kube_api: client.ApiClient,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = uuid.uuid4().hex[:6]
+    ns = f"t-skip-{tag}"
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": ns},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}}, "template": {
+                      "metadata": {"labels": {"app": "d"}},
+                      "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]}}}}
+    objects = [namespace, deployment, _config(ns, "a", "1"), _config(ns, "b", "1")]
+    core, apps = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api)
+    manifests = Manifests(kube_api, f"mod-{tag}")
+    writes: list[str] = []
+
+    def count_writes() -> None:
+        apply = DynamicClient.server_side_apply
+
+        def counted(self: DynamicClient, resource: Any, *args: Any, **kwargs: Any) -> Any:
+            writes.append(f"{resource.kind}/{kwargs['name']}")
+            return apply(self, resource, *args, **kwargs)
+        monkeypatch.setattr(DynamicClient, "server_side_apply", counted)
+
+    try:
+        manifests.apply(objects)
+        version = core.read_namespaced_config_map("a", ns).metadata.resource_version
+        assert core.read_namespaced_config_map("a", ns).metadata.annotations[APPLIED_ANNOTATION]
+        count_writes()
+
+        again = manifests.apply(objects)
+        assert writes == []  # nothing is written, the namespace included
+        assert again.changed == [] and len(again.applied) == 4
+        assert core.read_namespaced_config_map("a", ns).metadata.resource_version == version
+
+        # Someone edits a field the installer set, another scales the Deployment: both are restored.
+        core.patch_namespaced_config_map("a", ns, {"data": {"k": "edited"}})
+        apps.patch_namespaced_deployment_scale("d", ns, {"spec": {"replicas": 3}})
+        writes.clear()
+        restored = manifests.apply(objects)
+        assert sorted(writes) == ["ConfigMap/a", "Deployment/d"]
+        assert sorted(restored.changed) == [f"ConfigMap/{ns}/a", f"Deployment/{ns}/d"]
+        assert core.read_namespaced_config_map("a", ns).data == {"k": "1"}
+        assert apps.read_namespaced_deployment("d", ns).spec.replicas == 1
+
+        # A manifest that changes is applied; one whose record was removed is applied again.
+        core.patch_namespaced_config_map("b", ns, {"metadata": {"annotations": {APPLIED_ANNOTATION: None}}})
+        writes.clear()
+        manifests.apply([namespace, deployment, _config(ns, "a", "2"), _config(ns, "b", "1")])
+        assert sorted(writes) == ["ConfigMap/a", "ConfigMap/b"]
+        assert core.read_namespaced_config_map("a", ns).data == {"k": "2"}
+        assert core.read_namespaced_config_map("b", ns).metadata.annotations[APPLIED_ANNOTATION]
+    finally:
+        manifests.delete(objects, purge=True, timeout=60)
