@@ -49,18 +49,20 @@ PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 DIR_PREFIX = "ks-ansible-"
 """The server's directory in the temp dir: ``ks-ansible-<engine pid>-<random>`` (its socket and client)."""
 
-#: The client ansible-runner runs as ``ansible-playbook`` (isolated, no site: it imports nothing but the stdlib).
+#: The client ansible-runner runs as ``ansible-playbook`` (isolated, no site: it imports nothing but the stdlib):
+#: ``command`` (an argv prefix) with the client's arguments, run by the server, or by the client itself when no
+#: server listens on ``socket``.
 CLIENT = '''#!{python} -IS
-"""ansible-playbook, run by the installer's fork server (installer/forkserver.py)."""
+"""{command[0]}, run by a fork server (installer/forkserver.py)."""
 import json, os, signal, socket, struct, sys
 
-PLAYBOOK = {playbook!r}
+COMMAND = {command!r}
 try:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect({socket!r})
-except OSError:  # no server: run ansible-playbook itself
-    os.execv(PLAYBOOK, [PLAYBOOK, *sys.argv[1:]])
-body = json.dumps({{"argv": [PLAYBOOK, *sys.argv[1:]], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+except OSError:  # no server: run the command itself
+    os.execv(COMMAND[0], [*COMMAND, *sys.argv[1:]])
+body = json.dumps({{"argv": [*COMMAND, *sys.argv[1:]], "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
 socket.send_fds(sock, [struct.pack("!I", len(body))], [0, 1, 2])
 sock.sendall(body)
 for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -145,7 +147,7 @@ class ForkServer:
         self._dir = Path(tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-"))
         sock = self._dir / "s"
         client = self._dir / "ansible-playbook"
-        client.write_text(CLIENT.format(python=sys.executable, playbook=str(PLAYBOOK), socket=str(sock)))
+        client.write_text(CLIENT.format(python=sys.executable, command=[str(PLAYBOOK)], socket=str(sock)))
         client.chmod(0o700)
         return sock, client
 
@@ -284,31 +286,30 @@ def _run_ansible_playbook(argv: list[str]) -> int:
     return 0
 
 
-def _child(conn: socket.socket) -> NoReturn:
-    """In the forked child: become the client's ``ansible-playbook`` and exit with its code."""
-    code = 1
-    try:
-        header, fds, _, _ = socket.recv_fds(conn, 4, 3)
-        header += _recv_exactly(conn, 4 - len(header))
-        request = json.loads(_recv_exactly(conn, struct.unpack("!I", header)[0]))
-        os.setsid()
-        for target, fd in zip((0, 1, 2), fds, strict=True):
-            os.dup2(fd, target)
-            os.close(fd)
-        sys.stdin, sys.stdout, sys.stderr = _text_stream(0), _text_stream(1), _text_stream(2)
-        sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
-        _title(request["argv"])  # before the environment changes: it finds the title's memory through it
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        from kubernetes.config import kube_config  # read $KUBECONFIG when imported, in the server's environment
+def take_over(conn: socket.socket, title: list[str] | None = None) -> list[str]:
+    """In a child forked for a client: receive its request and take its standard streams, working directory and
+    environment (``$KUBECONFIG`` included); its argv. ``title`` (default: the argv) is what ``ps`` shows."""
+    header, fds, _, _ = socket.recv_fds(conn, 4, 3)
+    header += _recv_exactly(conn, 4 - len(header))
+    request = json.loads(_recv_exactly(conn, struct.unpack("!I", header)[0]))
+    os.setsid()
+    for target, fd in zip((0, 1, 2), fds, strict=True):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin, sys.stdout, sys.stderr = _text_stream(0), _text_stream(1), _text_stream(2)
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    _title(title or request["argv"])  # before the environment changes: it finds the title's memory through it
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    from kubernetes.config import kube_config  # read $KUBECONFIG when imported, in the server's environment
 
-        kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get("KUBECONFIG", "~/.kube/config")
-        threading.Thread(target=_watch, args=(conn,), daemon=True).start()
-        code = _run_ansible_playbook(request["argv"])
-    except BaseException as exc:  # whatever happened, the client gets an exit code
-        with contextlib.suppress(Exception):
-            print(f"ansible-playbook (fork server): {type(exc).__name__}: {exc}", file=sys.stderr)
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get("KUBECONFIG", "~/.kube/config")
+    return list(request["argv"])
+
+
+def finish(conn: socket.socket, code: int) -> NoReturn:
+    """End a forked child: the exit handlers it registered, its streams flushed, ``code`` to the client."""
     with contextlib.suppress(Exception):
         atexit._run_exitfuncs()  # Ansible's and kubernetes' clean-up (temp dirs, certificate files)
         sys.stdout.flush()
@@ -316,6 +317,19 @@ def _child(conn: socket.socket) -> NoReturn:
     with contextlib.suppress(OSError):
         conn.sendall(struct.pack("!i", code))
     os._exit(code & 0xFF)
+
+
+def _child(conn: socket.socket) -> NoReturn:
+    """In the forked child: become the client's ``ansible-playbook`` and exit with its code."""
+    code = 1
+    try:
+        argv = take_over(conn)
+        threading.Thread(target=_watch, args=(conn,), daemon=True).start()
+        code = _run_ansible_playbook(argv)
+    except BaseException as exc:  # whatever happened, the client gets an exit code
+        with contextlib.suppress(Exception):
+            print(f"ansible-playbook (fork server): {type(exc).__name__}: {exc}", file=sys.stderr)
+    finish(conn, code)
 
 
 def preload() -> None:

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -24,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hack"))
 
+from engine_zygote import ENGINE, write_client
 from simcluster import SimCluster
 
 WIDGET = {"group": "test.ks-installer.io", "version": "v1", "plural": "widgets", "kind": "Widget"}
@@ -55,6 +60,36 @@ STARTS_EMPTY = frozenset({"installer", "snapshots", "session"})
 def _starts_empty(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
     return not (item.get_closest_marker("platform") or "platform" in names) and bool(names & STARTS_EMPTY)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_zygote() -> Iterator[None]:
+    """``python -m installer`` forked from one process per worker that has imported the engine
+    (tests/engine_zygote.py); ``KS_TEST_ZYGOTE=0`` runs each as a process of its own."""
+    if os.environ.get("KS_TEST_ZYGOTE", "1") == "0":
+        yield
+        return
+    directory = Path(tempfile.mkdtemp(prefix="ks-zygote-"))  # a short path: a socket's is at most 107 bytes
+    sock = directory / "s"
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("engine_zygote.py")), str(sock)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdin is not None
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    started = bool(ready) and proc.stdout.readline() == b"ready\n"
+    saved = list(ENGINE)
+    if started:
+        ENGINE[:] = [str(write_client(directory, sock))]
+    try:
+        yield
+    finally:
+        ENGINE[:] = saved
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

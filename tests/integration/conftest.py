@@ -8,7 +8,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import simcluster
 import yaml
 from cluster_objects import labelled_objects
+from engine_zygote import ENGINE
 from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -57,7 +57,7 @@ class Installer:
                 "KS_BASE_DIR": str(self.results.parent), **self.env, **extra}
 
     def reconcile(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run([sys.executable, "-m", "installer", "reconcile", *args], env=self.environ(),
+        proc = subprocess.run([*ENGINE, "reconcile", *args], env=self.environ(),
                               capture_output=True, text=True, timeout=600, check=False)
         if check and proc.returncode not in (0, 1):
             raise AssertionError(f"reconcile crashed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -65,7 +65,7 @@ class Installer:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``python -m installer <args>`` against the simulated cluster."""
-        return subprocess.run([sys.executable, "-m", "installer", *args], env=self.environ(), capture_output=True,
+        return subprocess.run([*ENGINE, *args], env=self.environ(), capture_output=True,
                               text=True, timeout=120, check=False)
 
     def reconcile_ok(self) -> list[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from engine_zygote import ENGINE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -136,7 +137,7 @@ def test_absent_section_keeps_modules_until_explicitly_disabled(installer: Insta
     assert modules["opensearch"]["message"].startswith("kept: spec.logging.enabled is absent")
     assert modules["logging"]["phase"] == "Installed"
     assert installer.condition("Ready")["status"] == "True"
-    plan = subprocess.run([sys.executable, "-m", "installer", "plan"], env=installer.environ(), capture_output=True,
+    plan = subprocess.run([*ENGINE, "plan"], env=installer.environ(), capture_output=True,
                           text=True, check=True).stdout
     assert "logging: kept: spec.logging.enabled is absent" in plan
 
@@ -294,7 +295,7 @@ def test_corrupt_state_is_stalled_and_repairable(installer: Installer) -> None:
     assert "python -m installer state reset" in stalled["message"]
 
     def state(*args: str) -> str:
-        return subprocess.run([sys.executable, "-m", "installer", "state", *args], env=installer.environ(),
+        return subprocess.run([*ENGINE, "state", *args], env=installer.environ(),
                               capture_output=True, text=True, check=True).stdout
 
     shown = state("show")

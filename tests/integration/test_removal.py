@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from engine_zygote import ENGINE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -26,7 +26,7 @@ INSTALLED = ("preinstall", "ks-core", "ks-config", "monitoring", "redis")  # wha
 
 
 def uninstall_all(installer: Installer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "installer", "uninstall", "--all", *args], env=installer.environ(),
+    return subprocess.run([*ENGINE, "uninstall", "--all", *args], env=installer.environ(),
                           capture_output=True, text=True, timeout=900, check=False)
 
 

@@ -101,7 +101,8 @@ def test_a_run_is_a_child_of_the_server_and_a_cancelled_run_leaves_no_process(se
 
 def test_without_a_server_the_client_runs_ansible_playbook_itself(tmp_path: Path) -> None:
     client = tmp_path / "ansible-playbook"
-    client.write_text(CLIENT.format(python=sys.executable, playbook=str(PLAYBOOK), socket=str(tmp_path / "gone")))
+    client.write_text(CLIENT.format(python=sys.executable, command=[str(PLAYBOOK)],
+                                    socket=str(tmp_path / "gone")))
     client.chmod(0o700)
     proc = subprocess.run([str(client), "--version"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr

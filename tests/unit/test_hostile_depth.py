@@ -7,12 +7,12 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from engine_zygote import ENGINE
 from installer_state import DEFAULT_CC
 from kubernetes import client
 
@@ -161,7 +161,7 @@ def test_unterminated_deep_json_is_a_decode_error() -> None:
 
 
 def plan(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(path), "-o", "json"],
+    return subprocess.run([*ENGINE, "plan", "--desired", str(path), "-o", "json"],
                           capture_output=True, text=True, cwd=REPO, check=False, timeout=120)
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+from engine_zygote import ENGINE
 from installer_state import cc_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 def images(tmp_path: Path, *args: str, **changes: Any) -> subprocess.CompletedProcess[str]:
     cc = tmp_path / "cc.yaml"
     cc.write_text(yaml.safe_dump(cc_with(**changes)))
-    return subprocess.run([sys.executable, "-m", "installer", "images", "--desired", str(cc), *args],
+    return subprocess.run([*ENGINE, "images", "--desired", str(cc), *args],
                           capture_output=True, text=True, cwd=REPO, check=False)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from engine_zygote import ENGINE
 from installer_state import DEFAULT_CC, cc_with
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def _cc(tmp_path: Path, name: str, **changes: Any) -> Path:
 
 
 def plan(*args: Path | str) -> tuple[int, dict[str, Any] | None, str]:
-    proc = subprocess.run([sys.executable, "-m", "installer", "plan", *map(str, args)],
+    proc = subprocess.run([*ENGINE, "plan", *map(str, args)],
                           capture_output=True, text=True, cwd=REPO, check=False)
     if proc.returncode:
         return proc.returncode, None, proc.stderr
@@ -196,7 +196,7 @@ def test_a_trimmed_cc_keeps_what_is_installed_and_says_why(tmp_path: Path) -> No
                                           "set gatekeeper.enabled: false to uninstall")
     assert out["notes"]["opensearch"].startswith("kept: spec.logging.enabled is absent")
     assert set(out["notes"]) == {"fluentbit", "gatekeeper", "logging", "opensearch"}
-    text = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(desired), "--last-applied",
+    text = subprocess.run([*ENGINE, "plan", "--desired", str(desired), "--last-applied",
                            str(last)], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert "  logging: kept: spec.logging.enabled is absent" in text
 
@@ -235,7 +235,7 @@ MARKER = "marker-0f3a9c"
 def test_a_yaml_error_names_the_line_without_quoting_it(tmp_path: Path, text: str, where: str) -> None:
     path = tmp_path / "cc.yaml"
     path.write_text(text)
-    proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(path)],
+    proc = subprocess.run([*ENGINE, "plan", "--desired", str(path)],
                           capture_output=True, text=True, cwd=REPO, check=False)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith(f"error: {path}: cannot read YAML: ") and where in proc.stderr
@@ -254,7 +254,7 @@ def test_plan_shows_migrations_and_warnings(tmp_path: Path) -> None:
     assert rc == 0
     assert "moved console -> common.core.console" in out["migrations"]
     assert any("ships no Elasticsearch server" in w for w in out["warnings"])
-    text = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(path)],
+    text = subprocess.run([*ENGINE, "plan", "--desired", str(path)],
                           capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert "migrated: moved console -> common.core.console" in text and "warning: logging writes" in text
 
@@ -299,7 +299,7 @@ def test_plan_prints_no_credential_of_a_free_form_section(tmp_path: Path) -> Non
     last = _cc(tmp_path, "last")
     desired = _cc(tmp_path, "desired", authentication={"oauthOptions": {"identityProviders": providers}})
     for output in ("json", "text"):
-        proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--desired", str(desired), "--last-applied",
+        proc = subprocess.run([*ENGINE, "plan", "--desired", str(desired), "--last-applied",
                                str(last), "-o", output], capture_output=True, text=True, cwd=REPO, check=False)
         assert proc.returncode == 0, proc.stderr
         assert "canary" not in proc.stdout + proc.stderr and "authentication.oauthOptions" in proc.stdout
