@@ -71,6 +71,8 @@ CONFIG: dict[str, dict[str, Any]] = {
                 "authentication": {"authenticateRateLimiterMaxTries": "3\n  injected: true"}},
 }
 # name → (kubernetes_version, adminPassword or None)
+# ks-config's objects (the ConfigMap, the credentials Secret), rendered after its render task as its apply does.
+CONFIG_OBJECTS = f"{{{{ lookup('ks_template', '{REPO}/roles/ks-config/templates/kubesphere-config.yaml.j2') }}}}"
 CHECKS: dict[str, tuple[str, str | None]] = {
     "ok": ("v1.34.4", None), "k3s": ("v1.27.3+k3s1", "Abcdefg1"), "old": ("v1.18.20", None),
     "empty_password": ("v1.19.0", ""), "weak": ("v1.19.0", "password"), "short": ("v1.19.0", "Ab1"),
@@ -88,9 +90,12 @@ def _play(out: Path) -> dict[str, Any]:
                                             "dest": str(out / f"core-s3-{name}.json")}}]
     for name, changes in CONFIG.items():
         tasks += [{"ansible.builtin.include_role": {"name": "ks-config", "tasks_from": "render"},
-                   "vars": {**apply_defaults(changes), "ks_jwt_secret": "jwt-key", "ks_admin_token": "admin.token"}},
+                   "vars": {**apply_defaults(changes), "ks_jwt_secret": "jwt-key"}},
                   {"ansible.builtin.copy": {"content": "{{ ks_config_text }}",
-                                            "dest": str(out / f"config-{name}.yaml")}}]
+                                            "dest": str(out / f"config-{name}.yaml")}},
+                  {"ansible.builtin.copy": {"content": CONFIG_OBJECTS,
+                                            "dest": str(out / f"config-objects-{name}.yaml")},
+                   "vars": apply_defaults(changes)}]
     for name, (version, password) in CHECKS.items():
         auth = {} if password is None else {"adminPassword": password}
         result = str(out / f"check-{name}.txt")
@@ -117,6 +122,13 @@ def core(out: Path, name: str) -> dict[tuple[str, str], dict[str, Any]]:
 
 def config(out: Path, name: str) -> dict[str, Any]:
     return yaml.safe_load((out / f"config-{name}.yaml").read_text())
+
+
+def credentials(out: Path, name: str) -> dict[str, str]:
+    """The data of ks-config's Secret kubesphere-config-credentials, decoded."""
+    secret = list(yaml.safe_load_all((out / f"config-objects-{name}.yaml").read_text()))[-1]
+    assert (secret["kind"], secret["metadata"]["name"]) == ("Secret", "kubesphere-config-credentials")
+    return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
 
 
 def pod(objects: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str, Any]:
@@ -163,9 +175,17 @@ def test_core_workloads(out: Path) -> None:
         spec = pod(objects, name)
         assert {"name": "kubesphere-config", "configMap": {"name": "kubesphere-config", "defaultMode": 420,
                                                            "optional": True}} in spec["volumes"]
+        credentials = "kubesphere-config-credentials"  # ks-config's Secret
         assert spec["containers"][0]["env"] == [
             {"name": "KUBESPHERE_AUTHENTICATION_JWTSECRET", "valueFrom": {
                 "secretKeyRef": {"name": "kubesphere-secret", "key": "secret"}}},
+            {"name": "KUBESPHERE_DEVOPS_PASSWORD", "valueFrom": {
+                "secretKeyRef": {"name": "kubesphere-secret", "key": "token"}}},
+            {"name": "KUBESPHERE_SONARQUBE_TOKEN", "valueFrom": {
+                "secretKeyRef": {"name": credentials, "key": "sonarqube-token", "optional": True}}},
+            *({"name": f"KUBESPHERE_{section}_PASSWORD", "valueFrom": {
+                "secretKeyRef": {"name": credentials, "key": "log-store-password", "optional": True}}}
+              for section in ("LOGGING", "EVENTS", "AUDITING")),
             {"name": "KUBESPHERE_LDAP_MANAGERPASSWORD", "valueFrom": {
                 "secretKeyRef": {"name": "openldap-secret", "key": "password", "optional": True}}},
             *s3_env("minio")]
@@ -275,8 +295,11 @@ def test_every_section(out: Path) -> None:
     assert cfg["openpitrix"]["s3"]["bucket"] == "apps"
     assert cfg["openpitrix"]["s3"]["secretAccessKey"] == "KUBESPHERE_OPENPITRIX_S3_SECRETACCESSKEY"
     assert not {"AK", "SK"} & {value for _, value in leaves(cfg) if isinstance(value, str)}
-    assert cfg["devops"]["password"] == "admin.token"
-    assert cfg["sonarQube"] == {"host": "http://sonar.example.com", "token": "tok"}
+    # credentials by the variables ks-core fills from kubesphere-secret and ks-config's Secret, none in the ConfigMap
+    assert cfg["devops"]["password"] == "KUBESPHERE_DEVOPS_PASSWORD"
+    assert cfg["sonarQube"] == {"host": "http://sonar.example.com", "token": "KUBESPHERE_SONARQUBE_TOKEN"}
+    assert credentials(out, "all_on") == {"sonarqube-token": "tok", "log-store-password": "admin"}
+    assert credentials(out, "default") == {}
     assert cfg["network"] == {"enableNetworkPolicy": True, "ippoolType": "calico",
                               "weaveScopeHost": "weave-scope-app.weave"}
     assert cfg["multicluster"] == {"clusterRole": "host", "enable": True,
@@ -285,11 +308,13 @@ def test_every_section(out: Path) -> None:
                                    "proxyPublishAddress": "http://10.0.0.9:8080"}
     assert cfg["monitoring"]["enableGPUMonitoring"] is True
     opensearch = {"host": "https://opensearch-cluster-data.kubesphere-logging-system.svc:9200", "basicAuth": True,
-                  "username": "admin", "password": "admin"}
-    assert cfg["logging"] == {**opensearch, "indexPrefix": "ks-whizard-logging"}
-    assert cfg["events"] == {**opensearch, "indexPrefix": "ks-whizard-events"}
+                  "username": "admin"}
+    assert cfg["logging"] == {**opensearch, "password": "KUBESPHERE_LOGGING_PASSWORD",
+                              "indexPrefix": "ks-whizard-logging"}
+    assert cfg["events"] == {**opensearch, "password": "KUBESPHERE_EVENTS_PASSWORD", "indexPrefix": "ks-whizard-events"}
     assert cfg["auditing"] == {"enable": True, "webhookURL": "https://kube-auditing-webhook-svc.kubesphere-logging-system"
-                               ".svc:6443/audit/webhook/event", **opensearch, "indexPrefix": "ks-whizard-auditing"}
+                               ".svc:6443/audit/webhook/event", **opensearch,
+                               "password": "KUBESPHERE_AUDITING_PASSWORD", "indexPrefix": "ks-whizard-auditing"}
     assert cfg["terminal"] == {"image": "busybox:1.36", "timeout": 0}
     assert cfg["gateway"]["namespace"] == "gateways"
     assert cfg["gateway"]["repository"] == "reg.local/kubesphere/nginx-ingress-controller"
@@ -297,7 +322,10 @@ def test_every_section(out: Path) -> None:
 
 def test_log_store_choice(out: Path) -> None:
     assert config(out, "external_es")["logging"] == {"host": "https://es.example.com:9201", "basicAuth": True,
-                                                     "username": "u", "password": "p", "indexPrefix": "ks-mine-log"}
+                                                     "username": "u", "password": "KUBESPHERE_LOGGING_PASSWORD",
+                                                     "indexPrefix": "ks-mine-log"}
+    assert credentials(out, "external_es") == {"log-store-password": "p"}
+    assert credentials(out, "external_opensearch") == {}  # basicAuth off
     assert config(out, "external_opensearch")["events"] == {"host": "https://os.example.com:9202",
                                                             "indexPrefix": "ks-whizard-events"}
     auditing = config(out, "internal_es")["auditing"]
