@@ -8,8 +8,10 @@ user's session: install, no-op apply, edits, restart, bad input.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -132,11 +134,28 @@ def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
 
 def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     mark = session.operator.mark()
+    # The files shell-operator writes for the hook (binding contexts: the cc and the state snapshot) exist while a
+    # hook runs: copies of them, every 50 ms, until the install is done.
+    written: dict[str, bytes] = {}
+    done = threading.Event()
+
+    def collect() -> None:
+        while not done.is_set():
+            for f in session.operator.tmp_dir.rglob("*"):
+                with contextlib.suppress(OSError):
+                    if f.is_file():
+                        written[f.name] = f.read_bytes()
+            done.wait(0.05)
+
+    collector = threading.Thread(target=collect, daemon=True)
+    collector.start()
     session.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
     wait = session.cluster.kubectl("wait", "--for=condition=Ready", f"--timeout={RECONCILE_TIMEOUT}s", "-n",
                                    NAMESPACE, "cc/ks-installer", timeout=RECONCILE_TIMEOUT + 30)
     assert "condition met" in wait.stdout
     lines = session.wait_reconciled(mark)
+    done.set()
+    collector.join()
     assert started(lines) == DEFAULT_MODULES, lines
     assert "Waiting for all tasks to be completed ..." in lines, lines
     assert any(re.fullmatch(r"task ks-core status is successful  \(\d/4\)", line) for line in lines), lines
@@ -162,10 +181,9 @@ def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     secret = client.CoreV1Api(session.api).read_namespaced_secret("kubesphere-secret", NAMESPACE)
     jwt = secret.data["secret"]
     assert base64.b64decode(jwt).decode() not in session.operator.log_text()
-    # ... nor the files shell-operator writes for the hook (the binding contexts: the cc and the state snapshot)
-    written = [f for f in session.operator.tmp_dir.rglob("*") if f.is_file()]
-    assert any("binding-context" in f.name for f in written), written
-    assert not [f for f in written if base64.b64decode(jwt) in f.read_bytes() or jwt.encode() in f.read_bytes()]
+    # ... nor the files shell-operator wrote for the hook
+    assert any("binding-context" in name for name in written), sorted(written)
+    assert not [name for name, data in written.items() if base64.b64decode(jwt) in data or jwt.encode() in data]
     printed = session.kubectl("get", "cc", "-n", NAMESPACE)
     assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", printed), printed
     # The story in kubectl describe (Events written with the installer's own RBAC) ...
