@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,8 @@ def test_ceiling_fails_slow_tests_unless_marked_with_a_reason(pytester: pytest.P
             pass
     """)
     monkeypatch.setenv("KS_TEST_CEILING", "0.3")
-    monkeypatch.setenv("PYTHONPATH", str(CONFTEST.parents[1] / "hack"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(CONFTEST.parents[1] / "hack"), str(CONFTEST.parent)]))
+    monkeypatch.setenv("KS_TEST_ZYGOTE", "0")  # no engine run here
     result = pytester.runpytest_subprocess("-p", "no:xdist", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["*over the suite's 0.3s ceiling*", "*marked slow without a reason*"])

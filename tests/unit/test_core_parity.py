@@ -39,7 +39,7 @@ WEBHOOKS = {  # configuration → (webhook names, failurePolicy)
 # Mounted or referenced by the workloads but made elsewhere: by ks-config, ks_webhook_cert, ks_core_secret, redis.
 MADE_ELSEWHERE = {("ConfigMap", "kubesphere-config"), ("Secret", "ks-controller-manager-webhook-cert"),
                   ("Secret", "kubesphere-secret"), ("Secret", "redis-secret"), ("Secret", "openldap-secret"),
-                  ("Secret", "minio")}
+                  ("Secret", "minio"), ("Secret", "kubesphere-config-credentials")}
 VARIANTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "default": ({}, {}),
     "ha": ({"common": {"redis": {"enabled": True}}}, {"ks_master_num": 3}),
