@@ -24,16 +24,40 @@ have() { [ -x "$out/$1-$2" ]; }
 workdir=$(mktemp -d)
 trap 'rm -rf "$workdir"' EXIT
 
-# Create a wrapper module in $workdir/$1 requiring $2@$3; extra go.mod lines on stdin.
-wrapper() {
-  local dir=$workdir/$1
+# One Go module for the cluster, shell-operator, helm and metrics-server: Kubernetes' published staging modules at
+# the cluster's minor, and the tools' shared dependencies (client-go, apiserver, grpc, ...) resolved once, so each
+# build finds most of its packages already compiled in the build cache by the one before. (kwok builds alone: its
+# releases need a newer apimachinery than the cluster's, or one with a field the cluster's has removed.)
+tools_module() {
+  local v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.} dir=$workdir/tools staging
+  [ -f "$dir/go.mod" ] && { echo "$dir"; return; }
   mkdir -p "$dir"
-  { printf 'module ks-installer.local/%s\n\ngo 1.24\n\nrequire %s %s\n' "$1" "$2" "$3"; cat; } >"$dir/go.mod"
+  go mod download -json "k8s.io/kubernetes@$v" >/dev/null
+  staging=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$v.mod
+  {
+    printf 'module ks-installer.local/tools\n\ngo 1.24\n\n'
+    printf 'require %s %s\n' k8s.io/kubernetes "$v" go.etcd.io/etcd/server/v3 "$ETCD_VERSION" \
+      github.com/flant/shell-operator "$SHELL_OPERATOR_VERSION" helm.sh/helm/v3 "$HELM_VERSION" \
+      sigs.k8s.io/metrics-server "$METRICS_SERVER_VERSION"
+    # k8s.io/kubernetes replaces its staging modules with local paths; use their published v0.Y.Z instead (every
+    # tool then builds against the cluster's own client-go and apiserver libraries).
+    grep -oE '^\s+k8s\.io/[a-z0-9-]+ => \./staging' "$staging" | awk -v m="v0.$minor" '{print "replace " $1 " => " $1 " " m}'
+    # shell-operator's go.mod replaces go-openapi/validate with a fork; the wrapper repeats that.
+    printf 'replace github.com/go-openapi/validate => github.com/flant/go-openapi-validate v0.19.12-flant.0\n'
+  } >"$dir/go.mod"
   echo "$dir"
 }
 
+# go build in the tools module: output dir, ldflags, packages.
+build_in_tools() {
+  local dest=$1 ldflags=$2 dir
+  shift 2
+  dir=$(tools_module)
+  (cd "$dir" && go build -trimpath "$nodwarf" -ldflags="-s -w $ldflags" -o "$dest/" "$@")
+}
+
 build_kubernetes() {  # names of the binaries wanted
-  local v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.} dir staging b
+  local v=$KUBERNETES_VERSION minor=${KUBERNETES_VERSION#v1.} b
   local bins=("$@") pkgs=()
   local missing=0
   for b in "${bins[@]}"; do
@@ -44,37 +68,27 @@ build_kubernetes() {  # names of the binaries wanted
   for b in "${bins[@]}"; do
     if [ "$b" = etcd ]; then pkgs+=(go.etcd.io/etcd/server/v3); else pkgs+=("k8s.io/kubernetes/cmd/$b"); fi
   done
-  go mod download -json "k8s.io/kubernetes@$v" >/dev/null
-  staging=$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$v.mod
-  # k8s.io/kubernetes replaces its staging modules with local paths; use their published v0.Y.Z instead.
-  dir=$(grep -oE '^\s+k8s\.io/[a-z0-9-]+ => \./staging' "$staging" | awk -v m="v0.$minor" '{print "replace " $1 " => " $1 " " m}' \
-    | { cat; printf 'require go.etcd.io/etcd/server/v3 %s\n' "$ETCD_VERSION"; } | wrapper kubernetes k8s.io/kubernetes "$v")
-  (cd "$dir" && go build -trimpath "$nodwarf" -ldflags="-s -w \
-      -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 \
-      -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/client-go/pkg/version.gitVersion=$v" \
-      -o "$workdir/kbin/" "${pkgs[@]}")
+  build_in_tools "$workdir/kbin" "-X k8s.io/component-base/version.gitVersion=$v \
+      -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor%%.*} \
+      -X k8s.io/client-go/pkg/version.gitVersion=$v" "${pkgs[@]}"
   for b in "${bins[@]}"; do
     # etcd's main package is go.etcd.io/etcd/server/v3, so go names its binary "server".
     if [ "$b" = etcd ]; then mv "$workdir/kbin/server" "$out/etcd-$ETCD_VERSION"; else mv "$workdir/kbin/$b" "$out/$b-$v"; fi
   done
 }
 
-build_shell_operator() {
-  have shell-operator "$SHELL_OPERATOR_VERSION" && return 0
-  log "shell-operator $SHELL_OPERATOR_VERSION"
-  local dir
-  # shell-operator's go.mod replaces go-openapi/validate with a fork; a wrapper module repeats that.
-  dir=$(printf 'replace github.com/go-openapi/validate => github.com/flant/go-openapi-validate v0.19.12-flant.0\n' \
-    | wrapper shell-operator github.com/flant/shell-operator "$SHELL_OPERATOR_VERSION")
-  (cd "$dir" && go build -trimpath "$nodwarf" -ldflags="-s -w -X github.com/flant/shell-operator/pkg/app.Version=$SHELL_OPERATOR_VERSION" \
-      -o "$out/shell-operator-$SHELL_OPERATOR_VERSION" github.com/flant/shell-operator/cmd/shell-operator)
-}
-
-build_plain() {  # name version package: modules without replace directives
+build_plain() {  # name version package: a module built on its own dependencies
   have "$1" "$2" && return 0
   log "$1 $2"
   GOBIN=$workdir/gobin go install -trimpath "$nodwarf" -ldflags="-s -w" "$3@$2"
   mv "$workdir/gobin/$1" "$out/$1-$2"
+}
+
+build_tool() {  # name version package [ldflags]
+  have "$1" "$2" && return 0
+  log "$1 $2"
+  build_in_tools "$workdir/bin-$1" "${4:-}" "$3"
+  mv "$workdir/bin-$1/$(basename "$3")" "$out/$1-$2"
 }
 
 start=$(date +%s)
@@ -84,11 +98,12 @@ for tool in "${wanted[@]}"; do
   case $tool in
     cluster) build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubectl etcd ;;
     kubectl) build_kubernetes kubectl ;;
-    shell-operator) build_shell_operator ;;
+    shell-operator) build_tool shell-operator "$SHELL_OPERATOR_VERSION" github.com/flant/shell-operator/cmd/shell-operator \
+      "-X github.com/flant/shell-operator/pkg/app.Version=$SHELL_OPERATOR_VERSION" ;;
     kwok) build_plain kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok ;;
-    helm) build_plain helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm ;;
+    helm) build_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm ;;
     # The real server behind the simulated cluster's APIService v1beta1.metrics.k8s.io (see simcluster.py).
-    metrics-server) build_plain metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
+    metrics-server) build_tool metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server/cmd/metrics-server ;;
     *) log "unknown tool $tool"; exit 2 ;;
   esac
 done

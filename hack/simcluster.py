@@ -1117,7 +1117,7 @@ class SimCluster:
             self._spawn(f"metrics-server-{name}", "metrics-server", [
                 f"--bind-address={ip}", f"--secure-port={METRICS_SERVER_PORT}", f"--cert-dir={certs}",
                 f"--kubeconfig={kc}", f"--authentication-kubeconfig={kc}", f"--authorization-kubeconfig={kc}",
-                "--kubelet-insecure-tls", "--kubelet-preferred-address-types=InternalIP", "--logtostderr", "--v=1",
+                "--kubelet-insecure-tls", "--kubelet-preferred-address-types=InternalIP", "--v=1",
             ], essential=False)
 
     def _start_controllers(self) -> None:

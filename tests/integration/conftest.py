@@ -72,6 +72,8 @@ class Installer:
         """One successful reconcile; the modules it ran."""
         proc = self.reconcile()
         assert proc.returncode == 0, proc.stderr[-4000:]
+        # Shown with a failed assertion on the modules that ran: the plan and each module's reasons.
+        print("\n".join(line for line in proc.stderr.splitlines() if line.startswith(("Plan:", "Start ", "["))))
         return self.ran(proc)
 
     def apply_cc(self, **spec_changes: Any) -> dict[str, Any]:
