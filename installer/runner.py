@@ -261,4 +261,7 @@ class PlaybookRunner:
             "ANSIBLE_REMOTE_TEMP": str(pdd / "remote-tmp"),
             "ANSIBLE_RETRY_FILES_ENABLED": "0",
             "ANSIBLE_DEPRECATION_WARNINGS": "0",
+            # How often Ansible's main process looks for a task's result: 1 ms by default, for terminal
+            # responsiveness; 10 ms costs no wall time here and less CPU (default platform + redis test: -4 %).
+            "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.01",
         }
