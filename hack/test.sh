@@ -4,7 +4,8 @@
 # cluster per worker and stops it afterwards.
 #
 #   hack/test.sh                 the whole suite: the tests that need no cluster run while the binaries build,
-#                                then the cluster tests; prints the build's and each phase's time
+#                                then the cluster tests and those that need a built CLI (marker `tools`);
+#                                prints the build's and each phase's time
 #   hack/test.sh ARGS...         pytest ARGS (after the build), e.g. hack/test.sh tests/unit -q
 #
 # Every run prints the 15 slowest tests; a test over KS_TEST_CEILING seconds fails unless it is marked slow with a
@@ -38,7 +39,7 @@ build_start=$SECONDS
 bash hack/build-tools.sh >"$build_log" 2>&1 &
 build_pid=$!
 unit_rc=0
-"${pytest[@]}" "${workers[@]}" -m "not cluster" -q -rs || unit_rc=$?
+"${pytest[@]}" "${workers[@]}" -m "not cluster and not tools" -q -rs || unit_rc=$?
 unit_time=$((SECONDS - build_start))
 build_rc=0
 wait "$build_pid" || build_rc=$?
@@ -51,7 +52,7 @@ fi
 echo "[test] binaries ready after ${build_time}s (built beside the tests that need no cluster: ${unit_time}s)" >&2
 cluster_start=$SECONDS
 cluster_rc=0
-"${pytest[@]}" "${workers[@]}" -m cluster -q -rs || cluster_rc=$?
+"${pytest[@]}" "${workers[@]}" -m "cluster or tools" -q -rs || cluster_rc=$?
 echo "[test] cluster tests $((SECONDS - cluster_start))s; total $((SECONDS - start))s" >&2
 if [ "$unit_rc" -ne 0 ]; then
   echo "[test] the tests that need no cluster failed (exit $unit_rc; see above)" >&2

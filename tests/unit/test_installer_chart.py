@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import installer_manifest
+import pytest
 import yaml
+
+pytestmark = pytest.mark.tools  # helm renders the chart
 
 
 def objects(*helm_args: str) -> dict[str, dict[str, Any]]:
