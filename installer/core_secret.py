@@ -3,8 +3,9 @@
 The Secret holds ``secret`` (the JWT signing key; random unless ``authentication.jwtSecret`` is set), ``token``
 (the admin's static HS256 token, signed with it, as upstream's ``jwt.sh``) and ``initAdminPassword``.
 Generated values are kept on every later run; only a user-set ``jwtSecret`` replaces the key (and so the
-token). The admin ``User`` is created once, with ``initAdminPassword`` as its password; after that the user owns
-it (changing the password in the console must survive re-runs). Nothing here returns or logs a secret value.
+token). The admin ``User`` is created once, with the bcrypt hash of ``initAdminPassword`` as its password (as
+upstream's chart wrote the default one; KubeSphere's controller keeps a hash as it is); after that the user owns it
+(changing the password in the console must survive re-runs). Nothing here returns or logs a secret value.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any
 
+import bcrypt
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
@@ -77,14 +79,19 @@ def desired_data(current: dict[str, str], jwt_secret: str = "", admin_password: 
     return data
 
 
+def password_hash(password: str) -> str:
+    """The bcrypt hash KubeSphere stores (Go's ``$2a$``, cost 10): the plain password is never in the ``User``."""
+    return bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=10, prefix=b"2a")).decode()
+
+
 def admin_user(password: str, labels: dict[str, str]) -> dict[str, Any]:
-    """The admin ``User`` (KubeSphere's controller replaces the plain password by its bcrypt hash)."""
+    """The admin ``User``, its password hashed (``password``: the plain initial password)."""
     return {
         "apiVersion": USER_API, "kind": "User",
         "metadata": {"name": ADMIN, "labels": labels,
                      "annotations": {"iam.kubesphere.io/globalrole": "platform-admin",
                                      "iam.kubesphere.io/uninitialized": "true"}},
-        "spec": {"email": ADMIN_EMAIL, "password": password},
+        "spec": {"email": ADMIN_EMAIL, "password": password_hash(password)},
     }
 
 

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import bcrypt
 import pytest
 import yaml
 from kubernetes import client
@@ -95,6 +96,7 @@ def test_default_install(core: Installer) -> None:
     user = client.CustomObjectsApi(core.api).get_cluster_custom_object("iam.kubesphere.io", "v1alpha2", "users",
                                                                         "admin")
     assert user["spec"]["email"] == "admin@kubesphere.io"
+    assert bcrypt.checkpw(secret["initAdminPassword"].encode(), user["spec"]["password"].encode())  # a hash, not it
 
     config = kubesphere_yaml(core)
     assert config["authentication"]["jwtSecret"] == secret["secret"]

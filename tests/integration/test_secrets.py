@@ -112,9 +112,10 @@ def test_no_credential_reaches_logs_results_status_or_run_dirs(installer: Instal
     in_config_maps = {f"ConfigMap {c.metadata.namespace}/{c.metadata.name}": json.dumps(c.data or {})
                       for c in core.list_config_map_for_all_namespaces().items}
     kubesphere_yaml = {CANARIES[k] for k in ("jwtSecret", "clientSecret", "clientSecret2", "privateKey", "privateKey2")}
-    # Not yet: ks-devops' devops-config (an earlier devops test on this cluster may have left it) holds the JWT key and
-    # the admin token as upstream's chart wrote them.
-    devops_config = {"jwtSecret": CANARIES["jwtSecret"], "token": secrets[len(CANARIES)]}
+    # ks-devops' devops-config (an earlier devops test on this cluster may have left it) holds the JWT key, the admin
+    # token and MinIO's keys as upstream's chart wrote them: ks-devops v3.4.1 reads them from that file only.
+    devops_config = {"jwtSecret": CANARIES["jwtSecret"], "token": secrets[len(CANARIES)],
+                     **{f"minio {i}": key for i, key in enumerate(secrets[len(CANARIES) + 1:])}}
     devops_map = "ConfigMap kubesphere-devops-system/devops-config"
     without_devops = {k: v for k, v in in_config_maps.items() if k != devops_map}
     for secret in secrets:

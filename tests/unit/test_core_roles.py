@@ -14,7 +14,6 @@ from role_harness import filter_plugins, run_play
 from installer.config.defaults import apply_defaults
 from installer.spec import leaves
 
-REPO = Path(__file__).resolve().parents[2]
 ALL_ON = {
     "common": {"redis": {"enabled": True}, "openldap": {"enabled": True},
                "monitoring": {"GPUMonitoring": {"enabled": True}},
@@ -71,8 +70,6 @@ CONFIG: dict[str, dict[str, Any]] = {
                 "authentication": {"authenticateRateLimiterMaxTries": "3\n  injected: true"}},
 }
 # name → (kubernetes_version, adminPassword or None)
-# ks-config's objects (the ConfigMap, the credentials Secret), rendered after its render task as its apply does.
-CONFIG_OBJECTS = f"{{{{ lookup('ks_template', '{REPO}/roles/ks-config/templates/kubesphere-config.yaml.j2') }}}}"
 CHECKS: dict[str, tuple[str, str | None]] = {
     "ok": ("v1.34.4", None), "k3s": ("v1.27.3+k3s1", "Abcdefg1"), "old": ("v1.18.20", None),
     "empty_password": ("v1.19.0", ""), "weak": ("v1.19.0", "password"), "short": ("v1.19.0", "Ab1"),
@@ -93,9 +90,8 @@ def _play(out: Path) -> dict[str, Any]:
                    "vars": {**apply_defaults(changes), "ks_jwt_secret": "jwt-key"}},
                   {"ansible.builtin.copy": {"content": "{{ ks_config_text }}",
                                             "dest": str(out / f"config-{name}.yaml")}},
-                  {"ansible.builtin.copy": {"content": CONFIG_OBJECTS,
-                                            "dest": str(out / f"config-objects-{name}.yaml")},
-                   "vars": apply_defaults(changes)}]
+                  {"ansible.builtin.copy": {"content": "{{ ks_config_objects | to_nice_yaml }}",
+                                            "dest": str(out / f"config-objects-{name}.yaml")}}]
     for name, (version, password) in CHECKS.items():
         auth = {} if password is None else {"adminPassword": password}
         result = str(out / f"check-{name}.txt")
@@ -126,7 +122,7 @@ def config(out: Path, name: str) -> dict[str, Any]:
 
 def credentials(out: Path, name: str) -> dict[str, str]:
     """The data of ks-config's Secret kubesphere-config-credentials, decoded."""
-    secret = list(yaml.safe_load_all((out / f"config-objects-{name}.yaml").read_text()))[-1]
+    secret = yaml.safe_load((out / f"config-objects-{name}.yaml").read_text())[-1]
     assert (secret["kind"], secret["metadata"]["name"]) == ("Secret", "kubesphere-config-credentials")
     return {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
 

@@ -7,6 +7,8 @@ import hashlib
 import hmac
 import json
 
+import bcrypt
+
 from installer.core_secret import ADMIN_CLAIMS, admin_user, desired_data, jwt_hs256, random_password
 from installer.welcome import DEFAULT_PASSWORD
 
@@ -65,4 +67,7 @@ def test_admin_user_object() -> None:
     user = admin_user("Str0ngPass", {"a": "b"})
     assert user["kind"] == "User" and user["metadata"]["name"] == "admin"
     assert user["metadata"]["annotations"]["iam.kubesphere.io/globalrole"] == "platform-admin"
-    assert user["spec"] == {"email": "admin@kubesphere.io", "password": "Str0ngPass"}
+    assert user["spec"]["email"] == "admin@kubesphere.io"
+    hashed = user["spec"]["password"]  # as upstream's chart stored the default password: never in plain text
+    assert hashed.startswith("$2a$10$") and "Str0ngPass" not in hashed
+    assert bcrypt.checkpw(b"Str0ngPass", hashed.encode()) and not bcrypt.checkpw(b"Str0ngPasS", hashed.encode())
