@@ -17,9 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from installer import __version__
+from installer import __version__, yaml_c
 from installer.modules import Module
 from installer.spec import Spec, get
 
@@ -33,7 +31,7 @@ _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", 
 
 
 def _load(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=yaml.CSafeLoader)  # our own files: the C parser is much faster
+    return yaml_c.load(path.read_text())
 
 
 def inputs_of(module: Module, spec: Spec) -> dict[str, Any]:

@@ -24,12 +24,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from installer import yaml_c
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 Obj = dict[str, Any]
@@ -89,7 +89,7 @@ def applied_by_installer(item: Any) -> bool:
 
 def load_definitions(definition: str | Iterable[Any]) -> list[Obj]:
     """Objects from a multi-document YAML string or a list (nested lists and ``List`` kinds flattened)."""
-    docs = list(yaml.safe_load_all(definition)) if isinstance(definition, str) else list(definition)
+    docs = yaml_c.load_all(definition) if isinstance(definition, str) else list(definition)
     out: list[Obj] = []
     for doc in docs:
         if not doc:

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from installer import yaml_c
 
 
 def from_yaml(text: Any) -> Any:
     """One document; anything but text is returned as it is (as ``from_yaml`` does)."""
-    return yaml.load(str(text), Loader=_LOADER) if isinstance(text, str) else text
+    return yaml_c.load(str(text)) if isinstance(text, str) else text
 
 
 def from_yaml_all(text: Any) -> Any:
     """Every document, as a list; anything but text is returned as it is (as ``from_yaml_all`` does)."""
-    return list(yaml.load_all(str(text), Loader=_LOADER)) if isinstance(text, str) else text
+    return yaml_c.load_all(str(text)) if isinstance(text, str) else text
 
 
 class FilterModule:
