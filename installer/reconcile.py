@@ -227,6 +227,8 @@ class Reconciler(Events):
         outcomes: dict[str, Outcome] = {}
         if plan.runnable:
             self.status.condition("Reconciling", True, "Running", self._summary(plan), self.generation)
+            # Not Ready while modules run (nor when the installer dies mid-run): kubectl get cc's READY says so.
+            self.status.condition("Ready", None, "Progressing", self._summary(plan), self.generation)
             self.status.update({"modulesReady": self._modules_ready()})
             for step in plan.steps:
                 if step.action == Action.BLOCKED:

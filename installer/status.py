@@ -103,12 +103,13 @@ class StatusWriter:
                 node = node[part]
             self.update(nested(key, None))
 
-    def condition(self, type_: str, status: bool, reason: str, message: str, generation: int | None) -> None:
+    def condition(self, type_: str, status: bool | None, reason: str, message: str, generation: int | None) -> None:
+        """Set a condition; ``status`` None is ``Unknown`` (e.g. Ready while modules run)."""
         with self.lock:
             self._condition(type_, status, reason, message, generation)
 
-    def _condition(self, type_: str, status: bool, reason: str, message: str, generation: int | None) -> None:
-        value = "True" if status else "False"
+    def _condition(self, type_: str, status: bool | None, reason: str, message: str, generation: int | None) -> None:
+        value = "Unknown" if status is None else "True" if status else "False"
         existing = next((c for c in self.conditions if c["type"] == type_), None)
         changed = existing is None or existing.get("status") != value
         cond = {"type": type_, "status": value, "reason": reason, "message": message[:32000],

@@ -77,6 +77,9 @@ def test_killed_install_then_disabled_is_uninstalled(installer: Installer, tmp_p
     proc.wait()
     assert "network" in installer.module_objects()  # half-applied
     assert installer.status()["modules"]["network"]["phase"] == "Installing"
+    ready = installer.condition("Ready")  # kubectl get cc's READY while the installer is dead mid-run
+    assert (ready["status"], ready["reason"]) == ("Unknown", "Progressing") and "install network" in ready["message"]
+    assert ready["observedGeneration"] == installer.cc()["metadata"]["generation"]
 
     del installer.env["KS_PLAYBOOKS_DIR"]
     installer.apply_cc(network=NO_WEAVE)
