@@ -36,7 +36,7 @@ from installer.lease import LeaseHeld
 from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
-from installer.reconcile import Reconciler, check_drift
+from installer.reconcile import STATE_UNREADABLE, Planned, Reconciler, check_drift
 from installer.settings import Settings
 from installer.state import StateStore
 
@@ -160,10 +160,20 @@ def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prep
     cc = ClusterConfigurations(api).get()
     if cc is None:
         raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
-    plan, errors, prepared = Reconciler(api, settings).plan(cc, force=args.all)
-    if plan is None:
-        raise UsageError(_invalid("the cc spec", errors))
-    return plan, prepared
+    planned = _planned(Reconciler(api, settings).plan(cc, force=args.all))
+    assert planned.plan is not None and planned.prepared is not None
+    return planned.plan, planned.prepared
+
+
+def _planned(planned: Planned) -> Planned:
+    """``planned``, or the error the reconcile would report for it (the state, or the spec)."""
+    if planned.reason == STATE_UNREADABLE:
+        raise UsageError(f"the installer's state is unreadable: {planned.errors[0].message}; inspect it with "
+                         "`python -m installer state show` and repair it with `python -m installer state reset "
+                         "[--module M]`")
+    if planned.errors:
+        raise UsageError(_invalid("the cc spec", planned.errors))
+    return planned
 
 
 def _print_plan(plan: Plan, prepared: Prepared, output: str) -> None:
@@ -201,9 +211,8 @@ def _images(args: argparse.Namespace, settings: Settings) -> int:
         cc = ClusterConfigurations(api_client()).get()
         if cc is None:
             raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
-        _, errors, prepared = Reconciler(api_client(), settings).plan(cc)
-        if errors:
-            raise UsageError(_invalid("the cc spec", errors))
+        prepared = _planned(Reconciler(api_client(), settings).plan(cc)).prepared
+        assert prepared is not None
     spec = prepared.spec
     if args.upstream:
         spec = {**spec, "local_registry": "", "namespace_override": "", "zone": ""}

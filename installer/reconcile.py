@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer import KS_VERSION, __version__, timeline
 from installer.cc_events import CcEvents
-from installer.config import SpecError, format_errors, prepare
+from installer.config import Prepared, SpecError, format_errors, prepare
 from installer.drift import find_drift
 from installer.executor import Events, execute
 from installer.fingerprint import DigestCache
@@ -108,6 +108,58 @@ def purge_names(cc: dict[str, Any]) -> list[str]:
     return [n.strip() for n in value.split(",") if n.strip()]
 
 
+def purge_requested(cc: dict[str, Any]) -> set[str]:
+    """Modules the purge annotation names (``all``: every module); unknown names are reported and ignored."""
+    names, known = set(purge_names(cc)), {m.name for m in MODULES}
+    if "all" in names:
+        return known
+    if names - known:
+        log.warning("%s names unknown modules, ignored: %s", PURGE_ANNOTATION, ", ".join(sorted(names - known)))
+    return names & known
+
+
+STATE_UNREADABLE = "StateUnreadable"
+
+
+@dataclass
+class Planned:
+    """prepare → plan for one cc: the plan, or the errors (and the Stalled reason) that stop it."""
+
+    prepared: Prepared | None = None
+    plan: Plan | None = None
+    records: dict[str, Record] = field(default_factory=dict)
+    errors: list[SpecError] = field(default_factory=list)
+    reason: str = ""
+    """``StateUnreadable``, ``InvalidSpec`` or ``MembersJoined`` when there is no plan."""
+    drift: dict[str, list[str]] = field(default_factory=dict)
+
+
+def prepare_plan(api: client.ApiClient, store: StateStore, files: Callable[[Any], str], cc: dict[str, Any], *,
+                 force: bool = False, drift: dict[str, list[str]] | None = None, remove_all: bool = False,
+                 purge_all: bool = False) -> Planned:
+    """The one path from a cc to its plan, shared by the reconcile, ``plan``, ``images`` and ``uninstall --all``:
+    read the recorded state, load + default + migrate + validate the spec, and plan it with the purge annotation
+    (or ``purge_all``) and the dependencies' repairs."""
+    try:
+        records, previous = store.load()
+    except StateUnreadable as exc:
+        return Planned(errors=[SpecError("state", str(exc))], reason=STATE_UNREADABLE)
+    applied = applied_spec(records, previous)
+    prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
+    if prepared.errors:
+        return Planned(prepared, records=records, errors=prepared.errors, reason="InvalidSpec")
+    if errors := role_change_errors(api, applied, prepared.spec):
+        return Planned(prepared, records=records, errors=errors, reason=MEMBERS_JOINED)
+    purge = {m.name for m in MODULES} if purge_all else purge_requested(cc)
+
+    def build(drift: dict[str, list[str]] | None) -> Plan:
+        return build_plan(prepared.spec, records, files, force=force, plain=prepared.plain, kept=prepared.kept,
+                          drift=drift, remove_all=remove_all, purge=purge)
+
+    plan, drift = with_dependencies_repaired(api, records, build, drift)
+    return Planned(prepared, plan, records, drift=drift)
+
+
 class Reconciler(Events):
     """One reconcile. ``cancel`` (SIGTERM) cancels running playbooks and starts no further module; losing
     the lease starts no further module and lets running ones finish."""
@@ -127,19 +179,9 @@ class Reconciler(Events):
     def files(self, module: Any) -> str:
         return self.digests(module)
 
-    def plan(self, cc: dict[str, Any], force: bool = False,
-             drift: dict[str, list[str]] | None = None) -> tuple[Plan | None, list[SpecError], Any]:
-        records, previous = self.store.load()
-        applied = applied_spec(records, previous)
-        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
-        errors = prepared.errors or role_change_errors(self.api, applied, prepared.spec)
-        if errors:
-            return None, errors, prepared
-        def build(drift: dict[str, list[str]] | None) -> Plan:
-            return build_plan(prepared.spec, records, self.files, force=force, plain=prepared.plain,
-                              kept=prepared.kept, drift=drift)
-
-        return with_dependencies_repaired(self.api, records, build, drift)[0], [], prepared
+    def plan(self, cc: dict[str, Any], force: bool = False, drift: dict[str, list[str]] | None = None) -> Planned:
+        """What a reconcile of ``cc`` would run, without running it."""
+        return prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift)
 
     def run(self, force: bool = False, cc: dict[str, Any] | None = None,
             drift: dict[str, list[str]] | None = None) -> Result:
@@ -182,21 +224,19 @@ class Reconciler(Events):
         self.module_started: dict[str, dt.datetime] = {}
         clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         self.status = StatusWriter(self.ccs, cc.get("status"))
-        try:
-            self.records, previous = self.store.load()
-        except StateUnreadable as exc:
-            self._report_stalled("StateUnreadable", f"the installer's state is unreadable: {exc}; nothing was run "
-                                 "or uninstalled. Inspect it with `python -m installer state show` and repair it "
-                                 "with `python -m installer state reset [--module M]`")
-            return Result(errors=[SpecError("state", str(exc))])
-        applied = applied_spec(self.records, previous)
-        prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
-        if prepared.errors:
-            self._report_invalid(prepared.errors)
-            return Result(errors=prepared.errors)
-        if errors := role_change_errors(self.api, applied, prepared.spec):
-            self._report_invalid(errors, MEMBERS_JOINED)
-            return Result(errors=errors)
+        planned = prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift,
+                               remove_all=remove_all, purge_all=purge_all)
+        self.records = planned.records
+        if planned.reason == STATE_UNREADABLE:
+            self._report_stalled(STATE_UNREADABLE, f"the installer's state is unreadable: {planned.errors[0].message}; "
+                                 "nothing was run or uninstalled. Inspect it with `python -m installer state show` "
+                                 "and repair it with `python -m installer state reset [--module M]`")
+            return Result(errors=planned.errors)
+        if planned.errors:
+            self._report_invalid(planned.errors, planned.reason)
+            return Result(errors=planned.errors)
+        assert planned.prepared is not None and planned.plan is not None
+        prepared, plan, self.drift = planned.prepared, planned.plan, planned.drift
         spec = prepared.spec
         if prepared.migrations:
             log.info("Migrated legacy settings: %s", "; ".join(prepared.migrations))
@@ -205,12 +245,6 @@ class Reconciler(Events):
             log.warning("%s", warning)
         self.status.update({"warnings": prepared.warnings or None})
         self.store.save_spec(spec)
-        purge = {m.name for m in MODULES} if purge_all else self._purge_requested(cc)
-        def build(drift: dict[str, list[str]] | None) -> Plan:
-            return build_plan(spec, self.records, self.files, force=force, plain=prepared.plain, kept=prepared.kept,
-                              drift=drift, remove_all=remove_all, purge=purge)
-
-        plan, self.drift = with_dependencies_repaired(self.api, self.records, build, drift)
         self.spec = spec
         self.plan_ = plan
         self.outcomes_: dict[str, Outcome] = {}
@@ -249,15 +283,6 @@ class Reconciler(Events):
         self._finish(plan, outcomes)
         self._purged(cc, {n for n, o in outcomes.items() if o.ok and plan.step(n).purge})
         return Result(plan, outcomes)
-
-    def _purge_requested(self, cc: dict[str, Any]) -> set[str]:
-        """Modules the purge annotation names (``all``: every module); unknown names are reported and ignored."""
-        names, known = set(purge_names(cc)), {m.name for m in MODULES}
-        if "all" in names:
-            return known
-        if names - known:
-            log.warning("%s names unknown modules, ignored: %s", PURGE_ANNOTATION, ", ".join(sorted(names - known)))
-        return names & known
 
     def _purged(self, cc: dict[str, Any], done: set[str]) -> None:
         """Drop the modules whose purge is done from the annotation (all of it once none is left)."""

@@ -296,6 +296,10 @@ def test_corrupt_state_is_stalled_and_repairable(installer: Installer) -> None:
     assert stalled["status"] == "True" and stalled["reason"] == "StateUnreadable"
     assert f"Secret {NAMESPACE}/{STATE_SECRET}, key 'gatekeeper'" in stalled["message"]
     assert "python -m installer state reset" in stalled["message"]
+    for command in (["plan"], ["images"]):  # the same error as the reconcile's, not a traceback
+        shown = subprocess.run([*ENGINE, *command], env=installer.environ(), capture_output=True, text=True)
+        assert shown.returncode == 2 and "Traceback" not in shown.stderr, shown.stderr[-2000:]
+        assert f"state is unreadable: Secret {NAMESPACE}/{STATE_SECRET}, key 'gatekeeper'" in shown.stderr
 
     def state(*args: str) -> str:
         return subprocess.run([*ENGINE, "state", *args], env=installer.environ(),

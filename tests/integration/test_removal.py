@@ -4,6 +4,7 @@ cluster: what stays (PVCs, CRDs, namespaces holding PVCs) and what goes (everyth
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -102,6 +103,9 @@ def test_purge_annotation_then_uninstall_all_keeps_data(removal: Installer) -> N
         "installer.kubesphere.io", "v1alpha1", NAMESPACE, "clusterconfigurations", "ks-installer",
         {"metadata": {"annotations": {PURGE_ANNOTATION: "redis,nosuchmodule"}}})
     installer.apply_cc(common__redis={"enabled": False, "enableHA": True})
+    planned = subprocess.run([*ENGINE, "plan", "-o", "json"], env=installer.environ(), capture_output=True,
+                             text=True, check=True)  # what the reconcile below does, purge included
+    assert json.loads(planned.stdout)["purge"] == ["redis"]
     proc = installer.reconcile()
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert installer.ran(proc) == ["ks-config", "ks-core", "redis"]
