@@ -2,5 +2,3 @@
 
 #: The KubeSphere release this installer installs (the cc's ``version`` label and ``status.core.version``).
 KS_VERSION = "v3.4.1"
-#: The installer's own build version; part of every module hash.
-__version__ = "3.4.1"

@@ -27,17 +27,18 @@ from typing import Any
 import yaml
 
 from installer import hooklog, timeline
+from installer.cluster import ClusterConfigurations
 from installer.config import Prepared, prepare, redact
 from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_error, format_errors, format_path
+from installer.engine_settings import Settings
 from installer.fingerprint import files_digest
 from installer.images import catalogue, spec_refs
-from installer.kube import ClusterConfigurations, api_client
+from installer.kube import api_client
 from installer.lease import LeaseHeld
 from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
 from installer.reconcile import STATE_UNREADABLE, Planned, Reconciler, check_drift
-from installer.settings import Settings
 from installer.state import StateStore
 
 

@@ -25,9 +25,9 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
-from installer.welcome import DEFAULT_PASSWORD
 
 SECRET_NAME = "kubesphere-secret"
+DEFAULT_PASSWORD = "P@88w0rd"  # upstream's documented default, printed by the original installer too
 ADMIN = "admin"
 ADMIN_EMAIL = "admin@kubesphere.io"
 #: The static-token claims of upstream's jwt-script/jwt.sh.

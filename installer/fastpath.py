@@ -16,20 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from installer.config import prepare
+from installer.engine_settings import Settings
 from installer.fingerprint import DigestCache
 from installer.modules import MODULES, switch_paths
 from installer.plan import applied_spec, build_plan
 from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
-from installer.settings import (
-    CC_GROUP,
-    CC_KIND,
-    CC_NAME,
-    CC_VERSION,
-    NAMESPACE,
-    RETRY_ANNOTATION,
-    STATE_SECRET,
-    Settings,
-)
+from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
 from installer.state_codec import StateUnreadable, parse
 from installer.status import Phase, condition_of
 

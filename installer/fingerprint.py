@@ -1,10 +1,10 @@
 """A module's fingerprint: what it was (or will be) installed from.
 
-hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs + installer
-version). The code is its install playbook, the roles that playbook uses (with their meta dependencies and
-filter plugins), the installer's Ansible modules those roles call and the engine files those modules import
-(followed transitively). Equal hashes mean re-running the module would change nothing; a change to a file
-re-runs exactly the modules that execute it.
+hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs). The code is its install
+playbook, the roles that playbook uses (with their meta dependencies and filter plugins), the installer's Ansible
+modules those roles call and the engine files those modules import (followed transitively: the Ansible side).
+Equal hashes mean re-running the module would change nothing; a change to a file re-runs exactly the modules that
+execute it, and an installer upgrade that changes none of them (the engine alone, or only its version) runs none.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from installer import __version__, yaml_c
+from installer import yaml_c
 from installer.modules import Module
 from installer.spec import Spec, get
 
@@ -212,5 +212,5 @@ class DigestCache:
 
 
 def module_hash(module: Module, inputs: dict[str, Any], files: str) -> str:
-    payload = canonical({"module": module.name, "inputs": inputs, "files": files, "version": __version__})
+    payload = canonical({"module": module.name, "inputs": inputs, "files": files})
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

@@ -19,16 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from installer import hooklog
-from installer.settings import (
-    CC_GROUP,
-    CC_KIND,
-    CC_NAME,
-    CC_VERSION,
-    NAMESPACE,
-    RETRY_ANNOTATION,
-    STATE_SECRET,
-    Settings,
-)
+from installer.engine_settings import Settings
+from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
 
 log = logging.getLogger("installer")
 
@@ -185,7 +177,8 @@ def _state_object(result: Any) -> dict[str, Any] | None:
 
 
 def _handle(triggers: set[str], cancel: threading.Event) -> int:
-    from installer.kube import ClusterConfigurations, api_client
+    from installer.cluster import ClusterConfigurations
+    from installer.kube import api_client
     from installer.reconcile import Reconciler, check_drift
     from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
 

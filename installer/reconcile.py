@@ -13,15 +13,16 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer import KS_VERSION, __version__, timeline
+from installer import KS_VERSION, timeline
 from installer.cc_events import CcEvents
+from installer.cluster import ClusterConfigurations, cluster_facts
 from installer.config import Prepared, SpecError, format_errors, prepare
 from installer.drift import find_drift
+from installer.engine_settings import Settings
 from installer.executor import Events, execute
 from installer.fingerprint import DigestCache
 from installer.forkserver import SERVER
 from installer.hook_metrics import HookMetrics
-from installer.kube import ClusterConfigurations, cluster_facts
 from installer.lease import Lease
 from installer.manifests import WaitStopped
 from installer.member_clusters import role_change_errors
@@ -29,10 +30,11 @@ from installer.modules import MODULES, dependencies, get_module, switch_paths
 from installer.plan import Action, Intent, Plan, Record, Step, applied_spec, build_plan
 from installer.retry import backoff_seconds
 from installer.runner import Outcome, PlaybookRunner, clean_run_dirs
-from installer.settings import MEMBERS_JOINED, NAMESPACE, PURGE_ANNOTATION, Settings
+from installer.settings import MEMBERS_JOINED, NAMESPACE, PURGE_ANNOTATION
 from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
 from installer.status import PHASES, Phase, StatusWriter, now_rfc3339
+from installer.version import INSTALLER_VERSION
 from installer.welcome import ConsoleNotReady, welcome
 
 log = logging.getLogger("installer")
@@ -269,7 +271,7 @@ class Reconciler(Events):
                     self.blocked(step, [step.reason])
             self.status.flush()
             variables = {**spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
-                         "ks_installer_version": __version__, "ks_namespace": NAMESPACE}
+                         "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
             runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=self.task_started)
             log.info(RULE)
             log.info("Waiting for all tasks to be completed ...")
@@ -362,7 +364,7 @@ class Reconciler(Events):
             for key in module.status_keys(self.spec):
                 self.status.cleared(key)
         else:
-            record = Record(step.module, step.hash, step.inputs, now_rfc3339(), __version__, outcome.inventory)
+            record = Record(step.module, step.hash, step.inputs, now_rfc3339(), INSTALLER_VERSION, outcome.inventory)
             self.store.save(record)
             self.records[step.module] = record
             self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None, nextRetryTime=None,

@@ -21,11 +21,11 @@ from typing import Any
 import ansible_runner
 import yaml
 
+from installer.engine_settings import Settings
 from installer.forkserver import SERVER
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory
 from installer.modules import get_module
 from installer.plan import Action, Step
-from installer.settings import Settings
 
 log = logging.getLogger("installer")
 ERROR_TAIL = 2000

@@ -17,11 +17,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from installer.core_secret import DEFAULT_PASSWORD
 from installer.manifests import deployment_ref, wait_ready
 from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
-DEFAULT_PASSWORD = "P@88w0rd"  # upstream's documented default, printed by the original installer too
 CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
 RULE = "#" * 53
 

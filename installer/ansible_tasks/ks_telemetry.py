@@ -12,7 +12,8 @@ from typing import Any
 from kubernetes import client
 
 from installer.ansible_tasks import TaskFailed
-from installer.kube import ClusterConfigurations, api_client
+from installer.cluster import ClusterConfigurations
+from installer.kube import api_client
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "url": {"type": "str", "required": True},

@@ -22,8 +22,8 @@ from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.cluster import ClusterConfigurations
 from installer.config import apply_defaults
-from installer.kube import ClusterConfigurations
 from installer.modules import MODULES
 from installer.settings import (
     CC_GROUP,

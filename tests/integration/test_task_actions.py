@@ -15,9 +15,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from processes import processes_naming
 
+from installer.engine_settings import Settings
 from installer.plan import Action, Step
 from installer.runner import PlaybookRunner
-from installer.settings import NAMESPACE, Settings
+from installer.settings import NAMESPACE
 
 from .conftest import REPO, Installer
 

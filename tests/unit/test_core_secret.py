@@ -9,8 +9,7 @@ import json
 
 import bcrypt
 
-from installer.core_secret import ADMIN_CLAIMS, admin_user, desired_data, jwt_hs256, random_password
-from installer.welcome import DEFAULT_PASSWORD
+from installer.core_secret import ADMIN_CLAIMS, DEFAULT_PASSWORD, admin_user, desired_data, jwt_hs256, random_password
 
 
 def test_jwt_hs256_matches_the_reference_vector() -> None:

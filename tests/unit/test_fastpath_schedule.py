@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from installer.engine_settings import Settings
 from installer.fastpath import PATCH_ENV, settle
-from installer.settings import MEMBERS_JOINED, Settings
+from installer.settings import MEMBERS_JOINED
 
 
 def _contexts(reason: str) -> list[dict]:

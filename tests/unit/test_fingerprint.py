@@ -139,3 +139,52 @@ def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_p
     base.write_text(base.read_text() + "\n# changed\n")
     again = _digests(playbooks, roles, engine)
     assert {"ks-core", "monitoring", "gatekeeper", "ks-config"} <= {m for m in after if after[m] != again[m]}
+
+
+# The engine files the Ansible side runs (the ks_* task code and what it imports): a change to one re-runs the
+# modules that run it. Any other engine file is the engine's alone. A new import that pulls engine code into the
+# Ansible side fails here: decide whether a change to that file should re-run modules on every cluster.
+ANSIBLE_SIDE = {
+    "__init__.py", "ansible_tasks/__init__.py", "ansible_tasks/action.py", "ansible_tasks/ks_alert_rules.py",
+    "ansible_tasks/ks_core_secret.py", "ansible_tasks/ks_info.py", "ansible_tasks/ks_manifest.py",
+    "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py", "ansible_tasks/ks_rollout.py",
+    "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py", "images.py", "kube.py",
+    "log_store.py", "manifests.py", "random_secret.py", "rollout.py", "settings.py", "spec.py", "yaml_c.py",
+}
+# telemetry's task reads the cc as the engine does (its report describes the spec).
+TELEMETRY_ALSO = {"ansible_tasks/ks_telemetry.py", "cluster.py", "modules.py", "config/__init__.py",
+                  "config/advice.py", "config/defaults.py", "config/migrate.py", "config/secrets.py",
+                  "config/spec_schema.py", "config/validate.py"}
+
+
+def test_the_ansible_side_imports_only_what_it_runs() -> None:
+    from installer.fingerprint import ENGINE_DIR, code_files
+    from installer.modules import MODULES
+
+    def engine_files(name: str) -> set[str]:
+        return {str(f.relative_to(ENGINE_DIR)) for f in code_files(get_module(name), REPO / "playbooks",
+                                                                   REPO / "roles") if f.is_relative_to(ENGINE_DIR)}
+
+    others = set().union(*(engine_files(m.name) for m in MODULES if m.name != "telemetry"))
+    assert others == ANSIBLE_SIDE
+    assert engine_files("telemetry") - ANSIBLE_SIDE == TELEMETRY_ALSO
+
+
+def test_an_installer_upgrade_of_the_engine_alone_reruns_nothing(tmp_path: Path) -> None:
+    """The engine's own files (status, welcome, plan, settings of the image, its version) are in no module's hash:
+    an upgrade that changes only them runs no playbook on any cluster."""
+    import shutil
+
+    engine = tmp_path / "installer"
+    shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
+    playbooks, roles = REPO / "playbooks", REPO / "roles"
+    before = _digests(playbooks, roles, engine)
+    for name in ("version.py", "engine_settings.py", "welcome.py", "status.py", "reconcile.py", "plan.py",
+                 "state.py", "runner.py", "forkserver.py", "hook.py", "cli.py", "fastpath.py", "executor.py"):
+        (engine / name).write_text((engine / name).read_text().replace('"3.4.1"', '"9.9.9"') + "\n# changed\n")
+    assert _digests(playbooks, roles, engine) == before
+    (engine / "config" / "validate.py").write_text((engine / "config" / "validate.py").read_text() + "\n# changed\n")
+    after = _digests(playbooks, roles, engine)
+    assert sorted(m for m in before if before[m] != after[m]) == ["telemetry"]
+    module = get_module("redis")
+    assert module_hash(module, {"a": 1}, before["redis"]) == module_hash(module, {"a": 1}, after["redis"])

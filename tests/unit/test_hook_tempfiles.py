@@ -20,12 +20,12 @@ from installer_state import DEFAULT_CC
 from installer import hook
 from installer.config import prepare
 from installer.config.secrets import SECRET_PATHS
+from installer.engine_settings import Settings
 from installer.fastpath import PATCH_ENV
 from installer.fingerprint import DigestCache
 from installer.modules import MODULES, switch_paths
 from installer.plan import Action, Step, records_for
 from installer.runner import PlaybookRunner, clean_run_dirs
-from installer.settings import Settings
 from installer.spec import merge, nested
 from installer.state_codec import encode
 from installer.status import Phase

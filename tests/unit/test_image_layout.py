@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from installer.settings import Settings
+from installer.engine_settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = (REPO / "Dockerfile").read_text()

@@ -1,0 +1,63 @@
+"""The engine's runtime settings: the image's paths and limits, overridable by environment variables for local runs
+(engine only: no module's hash covers this file)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+def _path(var: str, default: str) -> Path:
+    return Path(os.environ.get(var, default))
+
+
+def _source_dir(var: str, default: Path, repo_name: str) -> Path:
+    """``$var``; else this checkout's directory when running from source; else the image path. (The image
+    path cannot decide: ``<base>/playbooks`` also appears when the welcome step writes kubesphere_running.)"""
+    if var in os.environ:
+        return Path(os.environ[var])
+    checkout = _REPO / repo_name
+    return checkout if checkout.exists() else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    base_dir: Path
+    playbooks_dir: Path
+    roles_dir: Path
+    results_dir: Path
+    run_dir: Path
+    """Private data dirs of running playbooks (they hold the spec): emptied at the start of each reconcile."""
+    max_parallel: int
+    module_timeout: int
+    console_timeout: int
+    drift_interval: int
+    """Seconds between drift checks on the schedule binding (0: every tick)."""
+
+    @property
+    def digest_cache(self) -> Path:
+        """Where the modules' file digests are kept between runs (installer.fingerprint.DigestCache)."""
+        return self.base_dir / "cache" / "file-digests.json"
+
+    @property
+    def running_file(self) -> Path:
+        """The welcome text, where KubeKey looks for it (``/kubesphere/playbooks/kubesphere_running``)."""
+        return self.base_dir / "playbooks" / "kubesphere_running"
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        base = _path("KS_BASE_DIR", "/kubesphere")
+        return cls(
+            base_dir=base,
+            playbooks_dir=_source_dir("KS_PLAYBOOKS_DIR", base / "playbooks", "playbooks"),
+            roles_dir=_source_dir("KS_ROLES_DIR", base / "installer" / "roles", "roles"),
+            results_dir=_path("KS_RESULTS_DIR", str(base / "results")),
+            run_dir=_path("KS_RUN_DIR", str(base / "run")),
+            max_parallel=int(os.environ.get("KS_MAX_PARALLEL", "4")),
+            module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
+            console_timeout=int(os.environ.get("KS_CONSOLE_TIMEOUT", "900")),
+            drift_interval=int(os.environ.get("KS_DRIFT_INTERVAL", "300")),
+        )
