@@ -53,7 +53,7 @@ echo "[test] binaries ready after ${build_time}s (built beside the tests that ne
 cluster_start=$SECONDS
 cluster_rc=0
 "${pytest[@]}" "${workers[@]}" -m "cluster or tools" -q -rs || cluster_rc=$?
-echo "[test] cluster tests $((SECONDS - cluster_start))s; total $((SECONDS - start))s" >&2
+echo "[test] cluster and tools tests $((SECONDS - cluster_start))s; total $((SECONDS - start))s" >&2
 if [ "$unit_rc" -ne 0 ]; then
   echo "[test] the tests that need no cluster failed (exit $unit_rc; see above)" >&2
   exit "$unit_rc"

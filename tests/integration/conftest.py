@@ -7,6 +7,7 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -148,6 +149,17 @@ def between_cleanups(installer: Installer, clean: Callable[[client.ApiClient], N
     installer.env["KS_CONSOLE_TIMEOUT"] = "1"
     yield installer
     clean(installer.api)
+
+
+def playbooks_changed(tmp_path: Path, module: str, **play: Any) -> Path:
+    """A copy of the playbooks where ``module``'s install play has the keys ``play`` (``vars``, ``pre_tasks``,
+    ``post_tasks``...) set: for the engine it is the module's playbook (``KS_PLAYBOOKS_DIR``)."""
+    playbooks = tmp_path / "playbooks"
+    shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)
+    plays = yaml.safe_load((REPO / "playbooks" / f"{module}.yaml").read_text())
+    plays[0].update(play)
+    (playbooks / f"{module}.yaml").write_text(yaml.safe_dump(plays))
+    return playbooks
 
 
 def stored_state(installer: Installer) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 
 from installer.config.validate import MAX_DEPTH
 
-from .conftest import REPO, Installer, kill_tree, stored_state
+from .conftest import REPO, Installer, kill_tree, playbooks_changed, stored_state
 
 pytestmark = pytest.mark.cluster
 DEFAULT_MODULES = ["ks-config", "ks-core", "monitoring", "preinstall"]
@@ -93,7 +93,11 @@ def test_etcd_monitoring_reruns_only_monitoring(installer: Installer) -> None:
     installer.reconcile()
     before = installer.module_objects()
     installer.apply_cc(etcd__monitoring=True, etcd__tlsEnable=False, etcd__endpointIps="172.31.0.2")
-    # While it runs, the status publishes the module's current task (what python -m installer watch shows).
+    # While it runs, the status publishes the module's current task (what python -m installer watch shows): two
+    # pauses longer than the publishing interval, so that a fast run still shows tasks one after the other.
+    hold = [{"name": f"Monitoring | Hold {when}", "ansible.builtin.wait_for": {"timeout": 3}} for when in ("in", "out")]
+    installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(installer.results.parent, "monitoring",
+                                                              pre_tasks=hold[:1], post_tasks=hold[1:]))
     log = (installer.results.parent / "reconcile.log").open("w+")
     running = subprocess.Popen([sys.executable, "-m", "installer", "reconcile"], env=installer.environ(),
                                stdout=subprocess.DEVNULL, stderr=log, text=True)
@@ -107,7 +111,7 @@ def test_etcd_monitoring_reruns_only_monitoring(installer: Installer) -> None:
     proc = subprocess.CompletedProcess(running.args, running.returncode, "", log.read())
     log.close()
     # Its tasks, and those of the shared task files it includes (Helm | ...), one after the other.
-    assert len(seen) >= 2 and any(name.startswith("Monitoring") for _, name in seen), seen
+    assert len(seen) >= 2 and any(name.startswith("Monitoring") for _, name in seen), (seen, proc.stderr[-3000:])
     module = installer.status()["modules"]["monitoring"]
     assert "currentTask" not in module and module["tasks"] >= max(i for i, _ in seen)
     assert installer.ran(proc) == ["monitoring"]

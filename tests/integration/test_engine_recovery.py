@@ -7,7 +7,6 @@ import base64
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from engine_zygote import ENGINE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -24,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from installer.lease import Lease
 from installer.settings import LEASE_NAME, NAMESPACE, STATE_SECRET
 
-from .conftest import REPO, Installer, kill_tree, stored_state
+from .conftest import REPO, Installer, kill_tree, playbooks_changed, stored_state
 
 pytestmark = pytest.mark.cluster
 WEAVE = {"networkpolicy": {"enabled": False}, "ippool": {"type": "none"}, "topology": {"type": "weave-scope"}}
@@ -34,12 +32,7 @@ HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
 
 def playbooks_with(tmp_path: Path, module: str, task: dict) -> Path:
     """A copy of the playbooks where ``module``'s install ends with ``task`` (after its roles applied)."""
-    playbooks = tmp_path / "playbooks"
-    shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)
-    play = yaml.safe_load((REPO / "playbooks" / f"{module}.yaml").read_text())
-    play[0]["post_tasks"] = [task]
-    (playbooks / f"{module}.yaml").write_text(yaml.safe_dump(play))
-    return playbooks
+    return playbooks_changed(tmp_path, module, post_tasks=[task])
 
 
 SLOW = {"name": "Slow | Wait", "ansible.builtin.pause": {"seconds": 600}}

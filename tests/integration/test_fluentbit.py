@@ -5,20 +5,18 @@ uninstall (the CRDs and another module's Input stay, and so does the namespace t
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from cluster_objects import delete_namespace, delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from installer.settings import MODULE_LABEL
 
-from .conftest import REPO, Installer, between_cleanups
+from .conftest import Installer, between_cleanups, playbooks_changed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 NS = "kubesphere-logging-system"
@@ -80,16 +78,6 @@ def assert_installed(installer: Installer) -> None:
     assert status["fluentbit"]["status"] == "enabled" and status["fluentbit"]["enabledTime"]
 
 
-def playbooks_with_timeout(tmp_path: Path, seconds: int) -> Path:
-    """A copy of the playbooks where fluentbit waits ``seconds`` for its operator."""
-    playbooks = tmp_path / "playbooks"
-    shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)
-    play = yaml.safe_load((REPO / "playbooks" / "fluentbit.yaml").read_text())
-    play[0]["vars"] = {"ks_fluentbit_wait_timeout": seconds}
-    (playbooks / "fluentbit.yaml").write_text(yaml.safe_dump(play))
-    return playbooks
-
-
 def test_fluentbit_install_timeout_change_uninstall_and_reenable(fluentbit: Installer, tmp_path: Path) -> None:
     api = fluentbit.api
     apps = client.AppsV1Api(api)
@@ -101,7 +89,8 @@ def test_fluentbit_install_timeout_change_uninstall_and_reenable(fluentbit: Inst
     assert init.command[-1] == "set -ex; echo CONTAINER_ROOT_DIR=/var/log > /fluentbit-operator/fluent-bit.env"
 
     # No node matches the operator's nodeSelector: the wait ends in a failed phase that names the Deployment.
-    fluentbit.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with_timeout(tmp_path, 4))
+    timeout = {"ks_fluentbit_wait_timeout": 4}
+    fluentbit.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path, "fluentbit", vars=timeout))
     fluentbit.apply_cc(**LOGGING_ON, common__fluentbit={"nodeSelector": {"ks-test": "nowhere"}})
     assert fluentbit.reconcile().returncode != 0
     del fluentbit.env["KS_PLAYBOOKS_DIR"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from installer.config.validate import validate
 from installer.manifests import Manifests
 from installer.settings import MODULE_LABEL
 
-from .conftest import Installer
+from .conftest import Installer, playbooks_changed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 REPO = Path(__file__).resolve().parents[2]
@@ -61,16 +60,6 @@ def available(api: client.ApiClient) -> dict[str, Any]:
 def discovery(sim: SimCluster) -> subprocess.CompletedProcess[str]:
     """``kubectl api-resources``: fails while an aggregated API is registered that does not answer."""
     return sim.kubectl("api-resources", "-o", "name", check=False, timeout=60)
-
-
-def playbooks_with(tmp_path: Path, **variables: Any) -> Path:
-    """A copy of the playbooks where the metrics-server role gets ``variables``."""
-    playbooks = tmp_path / "playbooks"
-    shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)
-    play = yaml.safe_load((REPO / "playbooks" / "metrics_server.yaml").read_text())
-    play[0]["vars"] = variables
-    (playbooks / "metrics_server.yaml").write_text(yaml.safe_dump(play))
-    return playbooks
 
 
 def deletions(installer: Installer) -> list[str]:
@@ -142,8 +131,8 @@ def test_metrics_server_install_fail_uninstall_and_reenable(metrics: Installer, 
 
     # A server the API server cannot reach (its port moved away from the Service's endpoint): the wait ends in a
     # failed phase naming the APIService, with the reason the API server gives.
-    metrics.env["KS_PLAYBOOKS_DIR"] = str(playbooks_with(tmp_path, ks_metrics_server_wait_timeout=12,
-                                                         ks_metrics_server_port=4999))
+    metrics.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path, "metrics_server", vars={
+        "ks_metrics_server_wait_timeout": 12, "ks_metrics_server_port": 4999}))
     metrics.apply_cc(**ON)
     assert metrics.reconcile().returncode != 0
     del metrics.env["KS_PLAYBOOKS_DIR"]

@@ -7,6 +7,9 @@ upstream's or an explained extra. Two reconciles cover everything, each one spec
 module and every additive variant on at once, then the variants that replace objects (redis HA, Elasticsearch
 instead of OpenSearch); each must succeed. Then, with everything on, Pods are admitted through every module's
 webhooks (Istio's injector among them), and still are once servicemesh, gatekeeper and events are switched off.
+After the all-modules reconcile, what the objects say is checked too: CRDs' printer columns, and the content of
+ConfigMaps, Secrets (key names), RBAC roles, PrometheusRules and webhook configurations against v3.4.1's
+(``tests/parity/content``), except the differences ``expectations.yaml`` documents.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from parity_content import Facts, covered, differences, facts, under
 
 from installer.manifests import applied_by_installer
 from installer.modules import MODULES
@@ -123,6 +127,8 @@ class Snapshot:
     """Why the reconcile did not succeed (see :func:`failure`), None when it did."""
     crds: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Every CRD as the API server serves it, by name."""
+    content: dict[str, Facts] = field(default_factory=dict)
+    """``ref`` → content facts (tests/parity_content.py) of every labelled object of the compared kinds."""
 
 
 def _resource(dyn: DynamicClient, api_version: str, kind: str) -> Any:
@@ -165,6 +171,23 @@ def _owned(dyn: DynamicClient) -> dict[str, set[str]]:
     return owned
 
 
+# The kinds whose content is compared with tests/parity/content (tests/parity_content.py), as served.
+CONTENT_KINDS = (("v1", "ConfigMap"), ("v1", "Secret"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+                 ("rbac.authorization.k8s.io/v1", "Role"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+                 ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+                 ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"))
+
+
+def _content(dyn: DynamicClient) -> dict[str, Facts]:
+    """The content facts of every object of :data:`CONTENT_KINDS` that carries a module label, by ``ref``."""
+    out: dict[str, Facts] = {}
+    for api_version, kind in CONTENT_KINDS:
+        for item in dyn.resources.get(api_version=api_version, kind=kind).get(label_selector=MODULE_LABEL).items:
+            obj = item.to_dict() | {"kind": kind}
+            out[ref({"kind": kind, "namespace": item.metadata.namespace, "name": item.metadata.name})] = facts(obj)
+    return out
+
+
 def failure(proc: subprocess.CompletedProcess[str], installer: Installer, expected: dict[str, str]) -> str | None:
     """Why the reconcile ``proc`` did not succeed, or None: its exit code, the cc's Ready condition, and each module
     of ``expected`` (module → phase) in another phase, with its failed task and message from the status."""
@@ -194,9 +217,10 @@ def snapshot(installer: Installer, group: str) -> Snapshot:
     for stem, inv in INVENTORY.items():
         if group_of(stem) == group:
             snap.found.update({ref(o): _label(dyn, o) for o in inv["objects"]})
-    if group == "all":  # the CRD check reads every module's CRDs, all present only here
+    if group == "all":  # the CRD and content checks read every module's objects, all present only here
         snap.crds = {c.metadata.name: installer.api.sanitize_for_serialization(c)
                      for c in client.ApiextensionsV1Api(installer.api).list_custom_resource_definition().items}
+        snap.content = _content(dyn)
     return snap
 
 
@@ -289,6 +313,47 @@ def test_crds_show_what_upstreams_showed(snapshots: Snapshots) -> None:
         problems += [f"{name} {key}: {shown[key]} (upstream: {expected[key]})"
                      for key in ("versions", "shortNames", "categories") if shown[key] != expected[key]]
     assert not problems, "\n".join(problems)
+
+
+CONTENT: dict[str, dict[str, Any]] = {p.stem: json.loads(p.read_text())
+                                      for p in sorted((PARITY / "content").glob("*.json"))}
+CONTENT_DOCUMENTED: dict[str, dict[str, str]] = EXPECTATIONS["content"]
+GAP_REFS = {r for entries in GAPS.values() for r in entries}
+
+
+def _content_problems(expected: Facts, live: Facts, documented: dict[str, str]) -> tuple[list[str], int]:
+    """One object's undocumented differences and documented paths that no longer differ; and how many documented
+    differences it has."""
+    diffs = differences(expected, live)
+    problems = [f"{path}: {what}" for path, what in diffs.items() if not covered(path, documented)]
+    problems += [f"{p}: documented in expectations.yaml but no longer differs (remove it)"
+                 for p in documented if not any(under(d, p) for d in diffs)]
+    return problems, sum(covered(path, documented) for path in diffs)
+
+
+@pytest.mark.parametrize("module", CONTENT)
+def test_content_says_what_upstreams_said(snapshots: Snapshots, module: str) -> None:
+    """After the all-modules reconcile, each object of tests/parity/content/<module>.json (ConfigMaps' data, Secrets'
+    key names, RBAC rules, PrometheusRules' expressions, webhooks' rules) says what upstream's did, except the
+    differences ``content:`` in expectations.yaml documents (per object, per path)."""
+    snap = snapshots["all"]
+    assert snap.failure is None, "the all-modules reconcile failed (test_one_change_reconciles)"
+    problems: list[str] = []
+    equal = explained = documented = 0
+    objects = {r: paths for r, paths in CONTENT[module]["objects"].items() if r not in GAP_REFS}
+    for r, expected in objects.items():
+        live = snap.content.get(r)
+        if live is None:
+            problems.append(f"{r}: not applied with a module label")
+            continue
+        found, count = _content_problems(expected, live, CONTENT_DOCUMENTED.get(r, {}))
+        problems += [f"{r} {p}" for p in found]
+        equal += not found and not count
+        explained += not found and count > 0
+        documented += count
+    print(f"content {module}: {len(objects)} objects compared, {equal} equal, {explained} with {documented} "
+          "documented differences")
+    assert not problems, f"{module}: content differs from upstream's:\n  " + "\n  ".join(problems)
 
 
 def _pod_running(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 90) -> None:

@@ -263,7 +263,7 @@ def test_default_config(out: Path) -> None:
     assert cfg["monitoring"] == {"endpoint": "http://prometheus-operated.kubesphere-monitoring-system.svc:9090",
                                  "enableGPUMonitoring": False}
     assert cfg["gpu"] == {"kinds": [{"resourceName": "nvidia.com/gpu", "resourceType": "GPU", "default": True}]}
-    assert cfg["network"] == {"enableNetworkPolicy": False, "ippoolType": "none"}
+    assert cfg["network"] == {"ippoolType": "none"}  # enableNetworkPolicy only when on, as upstream
     assert cfg["terminal"] == {"image": "alpine:3.14", "timeout": 600}
     assert cfg["gateway"] == {"watchesPath": "/var/helm-charts/watches.yaml",
                               "repository": "kubesphere/nginx-ingress-controller", "tag": "v1.3.1",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from parity_content import CREDENTIAL, GENERATED, differences, facts
 
 PARITY = Path(__file__).resolve().parents[2] / "tests" / "parity"
 FILES = {p.stem: json.loads(p.read_text()) for p in sorted((PARITY / "upstream").glob("*.json"))}
@@ -75,3 +76,71 @@ def test_expectations_name_objects_of_the_data() -> None:
         assert set(entries) <= {ref(o) for o in FILES[stem]["objects"]}, stem
     for entries in [*gaps.values(), *extras.values()]:
         assert all(isinstance(reason, str) and reason.strip() for reason in entries.values())
+
+
+CONTENT = {p.stem: json.loads(p.read_text()) for p in sorted((PARITY / "content").glob("*.json"))}
+CONTENT_HEADER = {"source", "upstream_tag", "upstream_commit", "module", "spec", "objects"}
+CONTENT_KINDS = {"ConfigMap", "Secret", "ClusterRole", "Role", "PrometheusRule", "MutatingWebhookConfiguration",
+                 "ValidatingWebhookConfiguration"}
+# A fact's path: its first step per kind (tests/parity_content.py).
+RBAC = {"rules", "nonResourceURLs", "aggregation", "annotations"}
+FIRST_STEP = {"ConfigMap": {"data"}, "Secret": {"keys"}, "ClusterRole": RBAC, "Role": RBAC,
+              "PrometheusRule": {"groups"}, "MutatingWebhookConfiguration": {"webhooks"},
+              "ValidatingWebhookConfiguration": {"webhooks"}}
+
+
+def upstream_refs(module: str) -> set[str]:
+    return {ref(o) for data in FILES.values() if data["module"] == module for o in data["objects"]}
+
+
+@pytest.mark.parametrize("stem", CONTENT)
+def test_content_file(stem: str) -> None:
+    """Content facts: the header of the tag, objects of the module's inventory, paths of their kind, no credential."""
+    data = CONTENT[stem]
+    assert set(data) == CONTENT_HEADER
+    assert data["upstream_tag"] == "v3.4.1" and data["module"] == stem
+    assert data["upstream_commit"] == FILES[stem]["upstream_commit"]
+    assert data["source"] == "github.com/kubesphere/ks-installer"
+    assert set(data["objects"]) <= upstream_refs(stem)
+    for r, paths in data["objects"].items():
+        kind = r.split("/")[0]
+        assert kind in CONTENT_KINDS, r
+        for path, value in paths.items():
+            assert path.split("/")[0] in FIRST_STEP[kind], (r, path)
+            if kind == "ConfigMap" and CREDENTIAL.search(path.rsplit("/", 1)[-1]):
+                assert value == GENERATED, (r, path)
+
+
+def test_content_expectations_name_facts() -> None:
+    """Each documented content difference names an object of the content facts, paths of its kind, a reason."""
+    facts_of = {r: data["module"] for data in CONTENT.values() for r in data["objects"]}
+    for r, paths in EXPECTATIONS["content"].items():
+        assert r in facts_of, r
+        kind = r.split("/")[0]
+        for path, reason in paths.items():
+            assert path.split("/")[0] in FIRST_STEP[kind], (r, path)
+            assert isinstance(reason, str) and reason.strip(), (r, path)
+
+
+def test_content_facts_compare_meaning_not_layout() -> None:
+    """Credentials become placeholders compared as present; JSON and text compare by content, not by layout."""
+    def cm(data: dict[str, str]) -> dict[str, Any]:
+        return {"kind": "ConfigMap", "data": data}
+
+    upstream = facts(cm({"a.yaml": "s3:\n  secretAccessKey: k\n  bucket: b\n", "d.json": '{"x": [1, 2]}',
+                         "run.sh": "echo hi   \n\n" * 30}))
+    assert upstream["data/a.yaml/s3/secretAccessKey"] == GENERATED
+    live = facts(cm({"a.yaml": "s3: {bucket: b, secretAccessKey: KUBESPHERE_S3}", "d.json": '{\n "x": [1,2]}',
+                     "run.sh": "echo hi\n\n" * 30}))
+    assert differences(upstream, live) == {}
+    assert set(differences(upstream, facts(cm({"a.yaml": "s3: {bucket: c}"})))) == {
+        "data/a.yaml/s3/bucket", "data/a.yaml/s3/secretAccessKey", "data/d.json", "data/run.sh"}
+
+
+def test_rbac_facts_are_grants() -> None:
+    """Rules compare as the (group, resource, verb[, name]) grants they make, however they are grouped."""
+    rule = {"apiGroups": ["", "apps"], "resources": ["pods"], "verbs": ["get", "list"]}
+    one = {"kind": "ClusterRole", "rules": [rule]}
+    two = {"kind": "ClusterRole", "rules": [{"apiGroups": ["apps"], "resources": ["pods"], "verbs": ["list", "get"]},
+                                            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]}
+    assert facts(one) == facts(two) and "rules/core/pods/get" in facts(one)
