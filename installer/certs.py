@@ -141,7 +141,7 @@ DEFAULT_LAYOUT = Layout()
 
 
 @dataclass
-class Outcome:
+class CertOutcome:
     """What ensure did; ``ca_bundle`` is the CA certificate (base64 PEM) for the webhooks' caBundle."""
 
     changed: bool
@@ -149,8 +149,8 @@ class Outcome:
     ca_bundle: str
 
 
-def ensure(api: client.ApiClient, namespace: str, module: str, service: str,
-           renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> Outcome:
+def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, service: str,
+           renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> CertOutcome:
     """Create the Secret, keep it when it is good, replace it when :func:`problem` says so."""
     secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     names = dns_names(service, namespace)
@@ -163,11 +163,11 @@ def ensure(api: client.ApiClient, namespace: str, module: str, service: str,
     reason = problem(current, names, renew_before=renew_before) if live else "missing"
     wanted = {**MANAGED_BY, MODULE_LABEL: module}
     if reason is None and wanted.items() <= labels.items():
-        return Outcome(False, "kept", base64.b64encode(current["ca.crt"]).decode())
+        return CertOutcome(False, "kept", base64.b64encode(current["ca.crt"]).decode())
     data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
     body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or layout.type,
             "metadata": {"name": layout.secret, "namespace": namespace, "labels": wanted},
             "data": layout.to_secret(data)}
     secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
                               force_conflicts=True)
-    return Outcome(True, reason or "labelled", base64.b64encode(data["ca.crt"]).decode())
+    return CertOutcome(True, reason or "labelled", base64.b64encode(data["ca.crt"]).decode())

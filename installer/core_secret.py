@@ -96,7 +96,7 @@ def admin_user(password: str, labels: dict[str, str]) -> dict[str, Any]:
 
 
 @dataclass
-class Outcome:
+class CoreSecretOutcome:
     """What changed, by name only."""
 
     changed_keys: list[str] = field(default_factory=list)
@@ -107,14 +107,14 @@ class Outcome:
         return bool(self.changed_keys or self.created)
 
 
-def ensure(api: client.ApiClient, namespace: str, module: str, jwt_secret: str = "",
-           admin_password: str | None = None) -> Outcome:
+def ensure_core_secret(api: client.ApiClient, namespace: str, module: str, jwt_secret: str = "",
+           admin_password: str | None = None) -> CoreSecretOutcome:
     """Create or complete ``kubesphere-secret`` and create the admin ``User`` when missing."""
     dyn = DynamicClient(api)
     secrets_api = dyn.resources.get(api_version="v1", kind="Secret")
     users = dyn.resources.get(api_version=USER_API, kind="User")
     labels = {**MANAGED_BY, MODULE_LABEL: module}
-    outcome = Outcome()
+    outcome = CoreSecretOutcome()
 
     try:
         live = secrets_api.get(name=SECRET_NAME, namespace=namespace).to_dict()

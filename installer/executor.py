@@ -7,7 +7,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from installer.plan import Plan, Step, run_order
-from installer.runner import Outcome
+from installer.runner import RunOutcome
 
 log = logging.getLogger("installer")
 
@@ -16,15 +16,15 @@ class Events:
     """What the executor reports; the reconcile turns these into status and log lines."""
 
     def started(self, step: Step) -> None: ...
-    def finished(self, step: Step, outcome: Outcome) -> None: ...
+    def finished(self, step: Step, outcome: RunOutcome) -> None: ...
     def blocked(self, step: Step, because: list[str]) -> None: ...
     def not_started(self, steps: list[Step], why: str) -> None: ...
     def tick(self) -> None:
         """Called about once a second while modules run."""
 
 
-def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_parallel: int = 4,
-            stop: Callable[[], bool] | None = None) -> dict[str, Outcome]:
+def execute(plan: Plan, run: Callable[[Step], RunOutcome], events: Events, max_parallel: int = 4,
+            stop: Callable[[], bool] | None = None) -> dict[str, RunOutcome]:
     """Run every runnable step once its predecessors succeeded; block the ones whose predecessors did not.
     Once ``stop()`` is true, no further step starts (running ones finish or are cancelled by their runner).
 
@@ -33,9 +33,9 @@ def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_para
     stopping = stop or (lambda: False)
     steps = {s.module: s for s in plan.runnable}
     waiting = run_order(plan)
-    outcomes: dict[str, Outcome] = {}
+    outcomes: dict[str, RunOutcome] = {}
     blocked: set[str] = set()
-    running: dict[Future[Outcome], Step] = {}
+    running: dict[Future[RunOutcome], Step] = {}
 
     def failed(name: str) -> bool:
         return name in blocked or (name in outcomes and not outcomes[name].ok)
@@ -69,9 +69,9 @@ def execute(plan: Plan, run: Callable[[Step], Outcome], events: Events, max_para
     return outcomes
 
 
-def _safe_run(run: Callable[[Step], Outcome], step: Step) -> Outcome:
+def _safe_run(run: Callable[[Step], RunOutcome], step: Step) -> RunOutcome:
     try:
         return run(step)
     except Exception as exc:  # a crash in one module must not stop the others
         log.exception("[%s] %s crashed", step.module, step.action.value)
-        return Outcome(step.module, step.action, False, "error", message=f"{type(exc).__name__}: {exc}")
+        return RunOutcome(step.module, step.action, False, "error", message=f"{type(exc).__name__}: {exc}")

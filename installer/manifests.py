@@ -130,7 +130,7 @@ def api_reason(exc: ApiException) -> str:
 
 
 @dataclass
-class Result:
+class ApplyResult:
     applied: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -147,7 +147,7 @@ class Result:
 
 
 def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
-    """The objects a run left applied, from the lines :meth:`Result.record` wrote (in order)."""
+    """The objects a run left applied, from the lines :meth:`ApplyResult.record` wrote (in order)."""
     live: dict[Ref, None] = {}
     try:
         lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
@@ -204,7 +204,7 @@ class Manifests:
         except NotFoundError:
             return None
 
-    def apply(self, objects: list[Obj], prune: bool = True, kinds: Iterable[str] = ()) -> Result:
+    def apply(self, objects: list[Obj], prune: bool = True, kinds: Iterable[str] = ()) -> ApplyResult:
         """Server-side apply ``objects`` in dependency order, then prune what the module no longer renders.
 
         What existed before comes from one metadata-only list per kind of the module's labelled objects (a
@@ -212,7 +212,7 @@ class Manifests:
         object plus one per kind. Prune looks at the kinds of ``objects`` plus ``kinds`` (``apiVersion/Kind``),
         so a kind the module sometimes renders none of is pruned too.
         """
-        result = Result()
+        result = ApplyResult()
         versions: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         unestablished: list[str] = []  # new or changed CRDs, waited for together before the next kind
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
@@ -280,14 +280,14 @@ class Manifests:
                 for i in json.loads(raw.data).get("items") or []}
 
     def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = (),
-               tenants: Iterable[str] = ()) -> Result:
+               tenants: Iterable[str] = ()) -> ApplyResult:
         """Delete every object of the given objects' kinds (plus ``kinds``) that carries this module's label.
 
         ``purge`` also deletes the module's PVCs and Secrets (a generated password kept with the data it
         guards), the PVCs its StatefulSets (its own, or made by an operator from
         one of its objects, like Prometheus') claimed through volumeClaimTemplates, and its CRDs no custom
         resource is left of."""
-        result = Result()
+        result = ApplyResult()
         wanted = _kinds(objects, [*kinds, *(PURGED_KINDS if purge else ())])
         owned = sorted(self._owned(wanted), key=lambda o: _rank(o["kind"]), reverse=True)
         claims = self._stateful_claims(owned) if purge else []
@@ -338,7 +338,7 @@ class Manifests:
                     for i in items if applied_by_installer(i)]
         return out
 
-    def _remove(self, obj: Obj, result: Result, purge: bool, tenants: Iterable[str] = ()) -> None:
+    def _remove(self, obj: Obj, result: ApplyResult, purge: bool, tenants: Iterable[str] = ()) -> None:
         """Delete ``obj`` unless the deletion policy keeps it: PVCs, CRDs (deleting one deletes every object of
         its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
         if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
@@ -352,7 +352,7 @@ class Manifests:
         else:
             self._delete(obj, result)
 
-    def _delete(self, obj: Obj, result: Result) -> None:
+    def _delete(self, obj: Obj, result: ApplyResult) -> None:
         res = self._resource(obj["apiVersion"], obj["kind"])
         try:
             res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),

@@ -25,7 +25,7 @@ def random_letters(length: int) -> str:
 
 
 @dataclass
-class Outcome:
+class SecretOutcome:
     """What changed, by name only."""
 
     created: list[str] = field(default_factory=list)
@@ -37,11 +37,12 @@ class Outcome:
         return bool(self.created or self.added_keys or self.labelled)
 
 
-def ensure(api: client.ApiClient, namespace: str, name: str, key: str, module: str, length: int = 15) -> Outcome:
+def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: str, module: str,
+                         length: int = 15) -> SecretOutcome:
     """Make Secret ``namespace/name`` hold ``key``: generated only when missing, never replaced."""
     secrets_api = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     labels = {**MANAGED_BY, MODULE_LABEL: module}
-    outcome = Outcome()
+    outcome = SecretOutcome()
     try:
         live = secrets_api.get(name=name, namespace=namespace).to_dict()
     except NotFoundError:

@@ -29,7 +29,7 @@ from installer.member_clusters import role_change_errors
 from installer.modules import MODULES, dependencies, get_module, switch_paths
 from installer.plan import Action, Intent, Plan, Record, Step, applied_spec, build_plan
 from installer.retry import backoff_seconds
-from installer.runner import Outcome, PlaybookRunner, clean_run_dirs
+from installer.runner import PlaybookRunner, RunOutcome, clean_run_dirs
 from installer.settings import MEMBERS_JOINED, NAMESPACE, PURGE_ANNOTATION
 from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
@@ -54,11 +54,11 @@ _PHASE_RUNNING = {Action.INSTALL: Phase.INSTALLING, Action.UPGRADE: Phase.UPGRAD
 
 
 @dataclass
-class Result:
+class ReconcileResult:
     """What a reconcile did (used by the CLI, tests and benchmarks)."""
 
     plan: Plan | None = None
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, RunOutcome] = field(default_factory=dict)
     errors: list[SpecError] = field(default_factory=list)
 
     @property
@@ -186,17 +186,17 @@ class Reconciler(Events):
         return prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift)
 
     def run(self, force: bool = False, cc: dict[str, Any] | None = None,
-            drift: dict[str, list[str]] | None = None) -> Result:
+            drift: dict[str, list[str]] | None = None) -> ReconcileResult:
         """Reconcile ``cc`` (read from the API when not given); ``drift`` names modules to repair."""
         cc = cc if cc is not None else self.ccs.get()
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
-            return Result()
+            return ReconcileResult()
         SERVER.prefork()  # before the Lease's thread starts
         with Lease(self.api, on_lost=self.stop.set).held():
             return self._run(cc, force, drift)
 
-    def remove_all(self, purge: bool = False) -> Result:
+    def remove_all(self, purge: bool = False) -> ReconcileResult:
         """Uninstall every module the state records, dependents first; then forget the state and delete the cc,
         so nothing installs it again. ``purge`` also removes PVCs and CRDs. A failure keeps state and cc, and
         running it again continues."""
@@ -215,7 +215,7 @@ class Reconciler(Events):
             return result
 
     def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None,
-             remove_all: bool = False, purge_all: bool = False) -> Result:
+             remove_all: bool = False, purge_all: bool = False) -> ReconcileResult:
         self.generation = cc["metadata"].get("generation")
         self.drift = drift or {}
         self.removing_all = remove_all
@@ -233,10 +233,10 @@ class Reconciler(Events):
             self._report_stalled(STATE_UNREADABLE, f"the installer's state is unreadable: {planned.errors[0].message}; "
                                  "nothing was run or uninstalled. Inspect it with `python -m installer state show` "
                                  "and repair it with `python -m installer state reset [--module M]`")
-            return Result(errors=planned.errors)
+            return ReconcileResult(errors=planned.errors)
         if planned.errors:
             self._report_invalid(planned.errors, planned.reason)
-            return Result(errors=planned.errors)
+            return ReconcileResult(errors=planned.errors)
         assert planned.prepared is not None and planned.plan is not None
         prepared, plan, self.drift = planned.prepared, planned.plan, planned.drift
         spec = prepared.spec
@@ -249,7 +249,7 @@ class Reconciler(Events):
         self.store.save_spec(spec)
         self.spec = spec
         self.plan_ = plan
-        self.outcomes_: dict[str, Outcome] = {}
+        self.outcomes_: dict[str, RunOutcome] = {}
         self.welcome_thread: threading.Thread | None = None
         self.total = len(plan.runnable)
         self.done = 0
@@ -260,7 +260,7 @@ class Reconciler(Events):
                 self.status.module(step.module, (self.status.current.get("modules") or {}).get(step.module, {})
                                    .get("phase") or Phase.INSTALLED, message=step.note)
         self.status.condition("Stalled", False, "SpecValid", "the spec is valid", self.generation)
-        outcomes: dict[str, Outcome] = {}
+        outcomes: dict[str, RunOutcome] = {}
         if plan.runnable:
             self.status.condition("Reconciling", True, "Running", self._summary(plan), self.generation)
             # Not Ready while modules run (nor when the installer dies mid-run): kubectl get cc's READY says so.
@@ -284,7 +284,7 @@ class Reconciler(Events):
             self.welcome_thread.join()
         self._finish(plan, outcomes)
         self._purged(cc, {n for n, o in outcomes.items() if o.ok and plan.step(n).purge})
-        return Result(plan, outcomes)
+        return ReconcileResult(plan, outcomes)
 
     def _purged(self, cc: dict[str, Any], done: set[str]) -> None:
         """Drop the modules whose purge is done from the annotation (all of it once none is left)."""
@@ -327,7 +327,7 @@ class Reconciler(Events):
     def not_started(self, steps: list[Step], why: str) -> None:
         log.warning("Not started, %s: %s", why, ", ".join(s.module for s in steps))
 
-    def finished(self, step: Step, outcome: Outcome) -> None:
+    def finished(self, step: Step, outcome: RunOutcome) -> None:
         self.done += 1
         self.outcomes_[step.module] = outcome
         state = "successful" if outcome.ok else "interrupted" if outcome.interrupted else "failed"
@@ -436,7 +436,7 @@ class Reconciler(Events):
         log.warning("[%s] blocked: %s", step.module, message)
         self.status.module(step.module, Phase.BLOCKED, message=message)
 
-    def _failed(self, step: Step, outcome: Outcome) -> None:
+    def _failed(self, step: Step, outcome: RunOutcome) -> None:
         previous = (self.status.current.get("modules") or {}).get(step.module) or {}
         attempts = int(previous.get("attempts") or 0) + 1
         retry_at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=backoff_seconds(attempts))
@@ -447,7 +447,7 @@ class Reconciler(Events):
         self.events.warning("ModuleFailed", f"{step.module} failed"
                             f"{f' at task {outcome.failed_task!r}' if outcome.failed_task else ''}: {outcome.message}")
 
-    def _finish(self, plan: Plan, outcomes: dict[str, Outcome]) -> None:
+    def _finish(self, plan: Plan, outcomes: dict[str, RunOutcome]) -> None:
         failed = sorted(n for n, o in outcomes.items() if not o.ok and not o.interrupted)
         enabled = [] if self.removing_all else [m.name for m in MODULES if m.enabled(self.spec)]
         pending = sorted(n for n in enabled if not self._complete(n) and n not in failed)

@@ -16,7 +16,8 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from installer.manifests import deployment_ref, wait_ready
 
 CONFIG_HASH = "installer.kubesphere.io/config-hash"
-FIELD_MANAGER = "ks-installer-rollout"
+#: A manager of its own: the roll annotation is not in the Deployment's manifest, so the apply never prunes it.
+ROLLOUT_FIELD_MANAGER = "ks-installer-rollout"
 
 
 def _config_hash(dep: Any) -> str | None:
@@ -37,7 +38,8 @@ def roll(api: client.ApiClient, namespace: str, names: list[str], value: str, wa
             continue
         if _config_hash(dep) != value:
             res.patch(body={"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: value}}}}}, name=name,
-                      namespace=namespace, content_type="application/merge-patch+json", field_manager=FIELD_MANAGER)
+                      namespace=namespace, content_type="application/merge-patch+json",
+                      field_manager=ROLLOUT_FIELD_MANAGER)
             rolled.append(name)
     if wait:
         wait_ready(dyn, [deployment_ref(n, namespace) for n in names if n not in missing], timeout)

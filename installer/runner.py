@@ -34,7 +34,7 @@ EXTRAVARS = Path("env") / "extravars"
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunOutcome:
     module: str
     action: Action
     ok: bool
@@ -203,7 +203,7 @@ class PlaybookRunner:
         self.cancel = cancel
         self.on_task = on_task
 
-    def run(self, step: Step) -> Outcome:
+    def run(self, step: Step) -> RunOutcome:
         module = get_module(step.module)
         uninstall = step.action == Action.UNINSTALL
         playbook = self.settings.playbooks_dir / (module.uninstall_playbook if uninstall else module.playbook)
@@ -245,7 +245,7 @@ class PlaybookRunner:
             message = "interrupted: the installer is stopping; it is re-run on the next start"
         elif not ok and message is None:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
-        return Outcome(module.name, step.action, ok, result.status, progress.failed_task,
+        return RunOutcome(module.name, step.action, ok, result.status, progress.failed_task,
                        None if ok else message, progress.tasks, inventory, tuple(progress.spans))
 
     def _env(self, pdd: Path) -> dict[str, str]:

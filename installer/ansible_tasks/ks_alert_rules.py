@@ -24,7 +24,7 @@ SUPPORTS_CHECK_MODE = False
 
 RULES_API = "monitoring.coreos.com/v1"
 GROUPS_API = "alerting.kubesphere.io/v2beta1"
-FIELD_MANAGER = "ks-installer-alerting"
+ALERTING_FIELD_MANAGER = "ks-installer-alerting"
 LEGACY_SELECTOR = "thanosruler=thanos-ruler,role=thanos-alerting-rules"
 RELABEL = {"thanos-ruler": "kubesphere", "role": "alert-rules", "thanosruler": None}
 LEVEL_LABEL = "custom-alerting-rule-level"
@@ -194,7 +194,7 @@ class Cluster:
         res = self.resource(RULES_API, "PrometheusRule")
         res.patch(name=rule["metadata"]["name"], namespace=rule["metadata"]["namespace"],
                   body={"metadata": {"labels": labels}}, content_type="application/merge-patch+json",
-                  field_manager=FIELD_MANAGER)
+                  field_manager=ALERTING_FIELD_MANAGER)
 
     def create(self, group: dict[str, Any]) -> str:
         """``created``; ``done`` when a group from the same rule exists; ``taken`` when another one holds the name."""
@@ -204,7 +204,7 @@ class Cluster:
                                "which the ks-core module installs, is missing")
         namespace = group["metadata"].get("namespace")
         try:
-            res.create(body=group, namespace=namespace, field_manager=FIELD_MANAGER)
+            res.create(body=group, namespace=namespace, field_manager=ALERTING_FIELD_MANAGER)
             return "created"
         except ConflictError:
             live = res.get(name=group["metadata"]["name"], namespace=namespace).to_dict()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from installer.ansible_tasks import TaskFailed
-from installer.core_secret import ensure
+from installer.core_secret import ensure_core_secret
 from installer.kube import api_client
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -19,7 +19,8 @@ SUPPORTS_CHECK_MODE = False
 
 def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
-        outcome = ensure(api_client(), p["namespace"], p["module"], p["jwt_secret"] or "", p["admin_password"])
+        outcome = ensure_core_secret(api_client(), p["namespace"], p["module"], p["jwt_secret"] or "",
+                                     p["admin_password"])
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     return {"changed": outcome.changed, "created": outcome.created, "changed_keys": outcome.changed_keys}

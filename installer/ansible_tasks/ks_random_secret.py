@@ -7,7 +7,7 @@ from typing import Any
 
 from installer.ansible_tasks import TaskFailed
 from installer.kube import api_client
-from installer.random_secret import ensure
+from installer.random_secret import ensure_random_secret
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "module": {"type": "str", "required": True},
@@ -21,7 +21,7 @@ SUPPORTS_CHECK_MODE = False
 
 def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
-        outcome = ensure(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
+        outcome = ensure_random_secret(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     return {"changed": outcome.changed, "created": outcome.created, "added_keys": outcome.added_keys}

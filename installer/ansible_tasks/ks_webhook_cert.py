@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from installer.ansible_tasks import TaskFailed
-from installer.certs import Layout, ensure
+from installer.certs import Layout, ensure_webhook_cert
 from installer.kube import api_client
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -28,7 +28,7 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
     try:
         layout = Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"])
-        outcome = ensure(api_client(), p["namespace"], p["module"], p["service"],
+        outcome = ensure_webhook_cert(api_client(), p["namespace"], p["module"], p["service"],
                          dt.timedelta(days=p["renew_before_days"]), layout)
     except Exception as exc:  # API errors become a task failure; their text holds no key material
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc

@@ -95,13 +95,13 @@ def _stored(fake: FakeSecrets) -> dict[str, bytes]:
 
 
 def test_generated_once_then_kept(secrets: FakeSecrets) -> None:
-    first = certs.ensure(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    first = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
     assert first.changed and first.reason == "missing" and secrets.applies == 1
     assert secrets.stored is not None
     assert secrets.stored["metadata"]["labels"]["installer.kubesphere.io/module"] == "ks-core"
     data = _stored(secrets)
     assert base64.b64decode(first.ca_bundle) == data["ca.crt"]
-    again = certs.ensure(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    again = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
     assert not again.changed and again.reason == "kept" and again.ca_bundle == first.ca_bundle
     assert secrets.applies == 1 and _stored(secrets) == data
 
@@ -111,7 +111,7 @@ def test_renewed_before_expiry(secrets: FakeSecrets) -> None:
     secrets.stored = {"metadata": {"labels": {"installer.kubesphere.io/module": "ks-core",
                                               "app.kubernetes.io/managed-by": "ks-installer"}},
                       "data": {k: base64.b64encode(v).decode() for k, v in old.items()}}
-    outcome = certs.ensure(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    outcome = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
     assert outcome.changed and outcome.reason == "expires soon"
     new = _stored(secrets)
     assert new["ca.crt"] != old["ca.crt"] and certs.problem(new, NAMES) is None

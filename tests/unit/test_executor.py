@@ -13,7 +13,7 @@ from pathlib import Path
 from installer.executor import Events, execute
 from installer.plan import Action, Plan, Step
 from installer.retry import backoff_seconds, due_for_retry
-from installer.runner import Outcome
+from installer.runner import RunOutcome
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -25,7 +25,7 @@ class Recorder(Events):
     def started(self, step: Step) -> None:
         self.log.append(f"start {step.module}")
 
-    def finished(self, step: Step, outcome: Outcome) -> None:
+    def finished(self, step: Step, outcome: RunOutcome) -> None:
         self.log.append(f"{'ok' if outcome.ok else 'fail'} {step.module}")
 
     def blocked(self, step: Step, because: list[str]) -> None:
@@ -37,10 +37,10 @@ def _plan(**actions: Action) -> Plan:
                       for name, action in actions.items()))
 
 
-def _execute(plan: Plan, failing: str, max_parallel: int) -> tuple[list[str], dict[str, Outcome]]:
+def _execute(plan: Plan, failing: str, max_parallel: int) -> tuple[list[str], dict[str, RunOutcome]]:
     """Run ``plan`` with every module succeeding but ``failing``; the events' log and the outcomes."""
     events = Recorder()
-    outcomes = execute(plan, lambda step: Outcome(step.module, step.action, step.module != failing, "done"), events,
+    outcomes = execute(plan, lambda step: RunOutcome(step.module, step.action, step.module != failing, "done"), events,
                        max_parallel=max_parallel)
     return events.log, outcomes
 
@@ -60,14 +60,14 @@ def test_parallelism_is_capped() -> None:
                  metrics_server=Action.INSTALL)
     lock, running, peak = threading.Lock(), [0], [0]
 
-    def run(step: Step) -> Outcome:
+    def run(step: Step) -> RunOutcome:
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
         time.sleep(0.05)
         with lock:
             running[0] -= 1
-        return Outcome(step.module, step.action, True, "done")
+        return RunOutcome(step.module, step.action, True, "done")
 
     execute(plan, run, Recorder(), max_parallel=2)
     assert peak[0] == 2
@@ -98,10 +98,10 @@ def test_uninstall_runs_dependents_first_and_crash_is_a_failure() -> None:
     plan = _plan(opensearch=Action.UNINSTALL, logging=Action.UNINSTALL, gatekeeper=Action.INSTALL)
     events = Recorder()
 
-    def run(step: Step) -> Outcome:
+    def run(step: Step) -> RunOutcome:
         if step.module == "gatekeeper":
             raise RuntimeError("boom")
-        return Outcome(step.module, step.action, True, "done")
+        return RunOutcome(step.module, step.action, True, "done")
 
     outcomes = execute(plan, run, events)
     assert events.log.index("ok logging") < events.log.index("start opensearch")

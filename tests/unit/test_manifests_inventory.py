@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer.manifests import Manifests, Result, applied_by_installer, parse_kind
+from installer.manifests import ApplyResult, Manifests, applied_by_installer, parse_kind
 from installer.settings import FIELD_MANAGER
 
 
@@ -54,7 +54,7 @@ def test_prune_covers_extra_kinds_skips_foreign_objects_and_unserved_kinds() -> 
                                                    _item("node-exporter", "kube-controller-manager")]})
     result = m.apply([], prune=True, kinds=["v1/Endpoints", "monitoring.coreos.com/v1/Prometheus"])
     assert deleted == ["Endpoints/etcd"]
-    assert isinstance(result, Result)
+    assert isinstance(result, ApplyResult)
 
 
 def test_delete_uses_the_given_kinds() -> None:
