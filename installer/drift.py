@@ -15,7 +15,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from installer.manifests import Ref
-from installer.plan import Record
+from installer.records import Record
 from installer.settings import FIELD_MANAGER, MODULE_LABEL
 
 

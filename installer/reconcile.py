@@ -27,7 +27,8 @@ from installer.lease import Lease
 from installer.manifests import WaitStopped
 from installer.member_clusters import role_change_errors
 from installer.modules import MODULES, dependencies, get_module, switch_paths
-from installer.plan import Action, Intent, Plan, Record, Step, applied_spec, build_plan
+from installer.plan import Action, Plan, Step, applied_spec, build_plan
+from installer.records import Intent, Record
 from installer.retry import backoff_seconds
 from installer.runner import PlaybookRunner, RunOutcome, clean_run_dirs
 from installer.settings import MEMBERS_JOINED, NAMESPACE, PURGE_ANNOTATION
@@ -248,7 +249,7 @@ class Reconciler(Events):
         self.status.update({"warnings": prepared.warnings or None})
         self.store.save_spec(spec)
         self.spec = spec
-        self.plan_ = plan
+        self.current_plan = plan
         self.outcomes_: dict[str, RunOutcome] = {}
         self.welcome_thread: threading.Thread | None = None
         self.total = len(plan.runnable)
@@ -383,7 +384,7 @@ class Reconciler(Events):
         """``installed/enabled`` for kubectl get cc: a module counts when a finished run installed it at the hash
         the spec asks for now (not while it is about to re-run, nor after a failed upgrade)."""
         enabled = [] if self.removing_all else [m.name for m in MODULES if m.enabled(self.spec)]
-        wanted = {s.module: s.hash for s in self.plan_.steps}
+        wanted = {s.module: s.hash for s in self.current_plan.steps}
         ready = sum(1 for n in enabled if n in self.records and self.records[n].current_at(wanted.get(n)))
         return f"{ready}/{len(enabled)}"
 
@@ -395,7 +396,7 @@ class Reconciler(Events):
     def _maybe_welcome(self) -> None:
         """Start the result step once every console module is installed and none is still to run."""
         console = [m.name for m in MODULES if m.console]
-        to_run = {s.module for s in self.plan_.runnable}
+        to_run = {s.module for s in self.current_plan.runnable}
         if self.welcome_thread or not all(self._complete(n) for n in console):
             return
         if any(n in to_run and n not in self.outcomes_ for n in console):

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from installer.config.secrets import redact
-from installer.plan import Record
+from installer.records import Record
 from installer.settings import MANAGED_BY, NAMESPACE, STATE_SECRET
 from installer.spec import merge, nested
 from installer.state_codec import SPEC_KEY, encode, parse

@@ -7,7 +7,7 @@ import base64
 import json
 from typing import Any
 
-from installer.plan import Record
+from installer.records import Record
 
 SPEC_KEY = "_spec"
 """The last spec that passed validation (the baseline for forbidden-transition checks)."""

@@ -7,7 +7,8 @@ from installer_state import DEFAULT_CC
 from installer.config import apply_defaults
 from installer.fingerprint import inputs_of, module_hash
 from installer.modules import get_module
-from installer.plan import Action, Intent, Record, build_plan
+from installer.plan import Action, build_plan
+from installer.records import Intent, Record
 
 
 def files(_: object) -> str:
