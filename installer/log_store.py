@@ -17,8 +17,41 @@ DEFAULT_PORT = 9200
 
 
 def store_kind(common: dict[str, Any]) -> str:
-    """``es`` when the cc chooses Elasticsearch (``common.es.enabled``), else ``opensearch``."""
-    return "es" if (common.get("es") or {}).get("enabled") is True else "opensearch"
+    """The store every writer (fluent-bit's Outputs, Jaeger) and reader (ks-apiserver's kubesphere.yaml) uses, by
+    v3.4.1's kubesphere.yaml precedence: an external Elasticsearch host, an external OpenSearch host, the
+    Elasticsearch path (``common.es.enabled``), else the internal OpenSearch. ``es`` or ``opensearch``."""
+    es, opensearch = common.get("es") or {}, common.get("opensearch") or {}
+    if es.get("externalElasticsearchHost"):
+        return "es"
+    if opensearch.get("externalOpensearchHost"):
+        return "opensearch"
+    return "es" if es.get("enabled") is True else "opensearch"
+
+
+def external_store(common: dict[str, Any]) -> bool:
+    """The chosen store is the user's own (an external host), not one the opensearch module runs."""
+    kind = store_kind(common)
+    key = "externalElasticsearchHost" if kind == "es" else "externalOpensearchHost"
+    return bool((common.get(kind) or {}).get(key))
+
+
+def store_choice(common: dict[str, Any]) -> dict[str, Any]:
+    """What kubesphere.yaml's logging, events and auditing sections say of the store: ``host`` (a URL), ``auth``
+    (its basicAuth section), ``prefix`` (``ks-<prefix>``) and ``log`` (the logging index suffix)."""
+    kind = store_kind(common)
+    store = common.get(kind) or {}
+    if kind == "es":
+        host = store.get("externalElasticsearchHost")
+        protocol = store.get("externalElasticsearchProtocol") or "http"
+        port = store.get("externalElasticsearchPort") or DEFAULT_PORT
+        prefix, log = store.get("elkPrefix") or "logstash", "log"
+    else:
+        host = store.get("externalOpensearchHost")
+        protocol = store.get("externalOpensearchProtocol") or "https"
+        port = store.get("externalOpensearchPort") or DEFAULT_PORT
+        prefix, log = store.get("opensearchPrefix") or "whizard", "logging"
+    url = f"{protocol}://{host}:{port}" if host else f"{'http' if kind == 'es' else 'https'}://{INTERNAL_HOSTS[kind]}:9200"
+    return {"host": url, "auth": store.get("basicAuth") or {}, "prefix": f"ks-{prefix}", "log": log}
 
 
 def _secret_ref(name: str, key: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from installer.log_store import external_store, store_kind
 from installer.spec import Spec, get, under
 
 
@@ -72,17 +73,17 @@ def _log_store(spec: Spec) -> bool:
 
 def _es(spec: Spec) -> bool:
     """The Elasticsearch path: the curator for an Elasticsearch the user runs (v3.4 ships none)."""
-    return get(spec, "common.es.enabled") is True
+    return store_kind(get(spec, "common") or {}) == "es"
 
 
 def internal_opensearch(spec: Spec) -> bool:
     """The opensearch module runs its own OpenSearch cluster (not the ES path, no external host)."""
-    return not _es(spec) and not get(spec, "common.opensearch.externalOpensearchHost")
+    return not _es(spec) and not external_store(get(spec, "common") or {})
 
 
 def internal_es_curator(spec: Spec) -> bool:
     """Upstream's ``status.es``: the ES path without an external host."""
-    return _es(spec) and not get(spec, "common.es.externalElasticsearchHost")
+    return _es(spec) and not external_store(get(spec, "common") or {})
 
 
 def _minio(spec: Spec) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from role_harness import filter_plugins
 
 from installer.config.defaults import apply_defaults
@@ -51,3 +52,35 @@ def test_elasticsearch_writes_log_indices_for_logging_and_tls_only_over_https() 
     assert section["tls"] == {"verify": False} and section["logstashPrefix"] == "ks-logstash-events"
     assert section["httpPassword"]["valueFrom"]["secretKeyRef"]["name"] == "elasticsearch-credentials"
     assert "canary-pw" not in str(section)
+
+
+# (common changes) -> (store kind, external, the URL kubesphere.yaml gives ks-apiserver), by v3.4.1's kubesphere.yaml
+# precedence: external Elasticsearch host, external OpenSearch host, common.es.enabled, the internal OpenSearch.
+CHOICES = [
+    ({}, ("opensearch", False, "https://opensearch-cluster-data.kubesphere-logging-system.svc:9200")),
+    ({"es": {"enabled": True}}, ("es", False, "http://elasticsearch-logging-data.kubesphere-logging-system.svc:9200")),
+    ({"opensearch": {"externalOpensearchHost": "os.example", "externalOpensearchPort": 9201}},
+     ("opensearch", True, "https://os.example:9201")),
+    # An external Elasticsearch without es.enabled: the console reads it, so fluent-bit writes there too (the
+    # Outputs once followed es.enabled alone and wrote to the internal OpenSearch, which nothing read).
+    ({"es": {"enabled": False, "externalElasticsearchHost": "es.example", "externalElasticsearchPort": 9200}},
+     ("es", True, "http://es.example:9200")),
+    ({"es": {"enabled": True}, "opensearch": {"externalOpensearchHost": "os.example"}},
+     ("opensearch", True, "https://os.example:9200")),
+]
+
+
+@pytest.mark.parametrize("changes, expected", CHOICES)
+def test_writers_readers_and_the_registry_choose_the_same_store(changes: dict, expected: tuple) -> None:
+    from installer.log_store import external_store, store_choice, store_kind
+    from installer.modules import internal_es_curator, internal_opensearch
+
+    kind, external, url = expected
+    spec = apply_defaults({"common": changes})
+    cm = spec["common"]
+    assert (store_kind(cm), external_store(cm), store_choice(cm)["host"]) == expected
+    output = f.ks_log_output(cm, "events")
+    assert list(output) == [kind]  # fluent-bit's Output: the same store, at the host the console reads
+    assert url.split("://")[1] == f"{output[kind]['host']}:{output[kind]['port']}"
+    assert internal_opensearch(spec) == (kind == "opensearch" and not external)  # what the opensearch module runs
+    assert internal_es_curator(spec) == (kind == "es" and not external)
