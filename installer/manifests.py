@@ -198,6 +198,17 @@ class Manifests:
             labels[MODULE_LABEL] = self.module
         return obj
 
+    def _claim(self, res: Any, obj: Obj) -> Any:
+        """Create an absent namespace labelled as this module's, and return it; when another module created it
+        meanwhile (modules run in parallel), return that one: the first to create it owns it, and only it records
+        it (an apply alone would let the last writer take the label from a module that recorded it)."""
+        try:
+            return res.create(body=self._labelled(obj, True), field_manager=FIELD_MANAGER)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise Rejected(f"creating {ident(obj)}: {api_reason(exc)}") from exc
+            return self._get(res, obj)
+
     def _get(self, res: Any, obj: Obj) -> Any:
         try:
             return res.get(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"))
@@ -222,7 +233,7 @@ class Manifests:
             meta = obj["metadata"]
             live_meta: Obj | None
             if obj["kind"] == "Namespace":
-                live = self._get(res, obj)
+                live = self._get(res, obj) or self._claim(res, obj)
                 live_meta = live.to_dict()["metadata"] if live is not None else None
                 owner = (live_meta.get("labels") or {}).get(MODULE_LABEL) if live_meta is not None else None
                 # Never adopt a namespace someone else created: it must survive this module's uninstall.

@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from installer.manifests import applied_by_installer
 from installer.settings import MODULE_LABEL
 
 T = TypeVar("T")
@@ -42,6 +43,28 @@ def labelled_objects(api: client.ApiClient) -> dict[str, dict[str, str]]:
             key = f"{kind}/{meta.namespace or ''}/{meta.name}"
             out.setdefault(meta.labels[MODULE_LABEL], {})[key] = meta.resourceVersion
     return out
+
+
+def applied_objects(api: client.ApiClient) -> dict[str, set[str]]:
+    """``{module: {"Kind/namespace/name"}}`` of every object the installer applied with a module label, of every
+    kind the API server serves (discovered, not a fixed list: a kind a role renders and its uninstall forgets
+    shows here)."""
+    dyn = DynamicClient(api)
+    dyn.resources.invalidate_cache()
+    owned: dict[str, set[str]] = {}
+    for res in dyn.resources.search():
+        if not res.preferred or "list" not in (res.verbs or []) or "/" in (res.name or "") \
+                or res.kind.endswith("List"):
+            continue
+        try:
+            items = res.get(label_selector=MODULE_LABEL).items
+        except ApiException:
+            continue
+        for item in items:
+            if applied_by_installer(item):
+                meta = item.metadata
+                owned.setdefault(meta.labels[MODULE_LABEL], set()).add(f"{res.kind}/{meta.namespace or ''}/{meta.name}")
+    return owned
 
 
 def delete_quietly(*calls: Callable[[], object]) -> None:

@@ -1,5 +1,6 @@
-"""What an object says, as comparable facts (tests/parity/content): the same function reads upstream's rendered
-objects (when the facts are derived) and the cluster's (in tests/integration/test_parity.py).
+"""What an object says, as comparable facts (tests/parity/content, tests/parity/content-default): the same function
+reads upstream's rendered objects (when the facts are derived) and the cluster's (:func:`cluster_facts`, in
+tests/integration/test_parity.py and test_content_default.py), which :func:`compare` checks against them.
 
 Facts are flat: ``path → value``, a path being ``/``-separated steps. Per kind:
 
@@ -24,17 +25,25 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from kubernetes.dynamic import DynamicClient
+
+from installer.settings import MODULE_LABEL
 
 GENERATED = "<generated>"
 CREDENTIAL = re.compile(r"(password|passwd|secret|token|accesskeyid|secretaccesskey|apikey|http_auth)\W*$",
                         re.IGNORECASE)
 # Data keys read as YAML or JSON: these suffixes, or none (other text, like LDIF or Lua, is only digested).
 STRUCTURED = re.compile(r"(\.(ya?ml|json)|^[^.]*)$")
-KINDS = ("ConfigMap", "Secret", "ClusterRole", "Role", "PrometheusRule", "MutatingWebhookConfiguration",
-         "ValidatingWebhookConfiguration")
+# The kinds whose content is compared, as served.
+CONTENT_KINDS = (("v1", "ConfigMap"), ("v1", "Secret"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+                 ("rbac.authorization.k8s.io/v1", "Role"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+                 ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+                 ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"))
+KINDS = tuple(kind for _, kind in CONTENT_KINDS)
 # YAML text up to this size is compared leaf by leaf; larger YAML and JSON (Grafana dashboards) by the digest of the
 # parsed value.
 MAX_STRUCTURED = 16_384
@@ -198,3 +207,53 @@ def under(path: str, prefix: str) -> bool:
 def covered(path: str, documented: dict[str, str]) -> bool:
     """Whether an expectation path documents the difference at ``path`` (itself or an ancestor)."""
     return any(under(path, p) for p in documented)
+
+
+def cluster_facts(dyn: DynamicClient) -> dict[str, Facts]:
+    """The facts of every object of :data:`CONTENT_KINDS` on the cluster that carries a module label, by
+    ``Kind/namespace/name`` (empty namespace for cluster-scoped objects)."""
+    out: dict[str, Facts] = {}
+    for api_version, kind in CONTENT_KINDS:
+        for item in dyn.resources.get(api_version=api_version, kind=kind).get(label_selector=MODULE_LABEL).items:
+            out[f"{kind}/{item.metadata.namespace or ''}/{item.metadata.name}"] = facts(item.to_dict() | {"kind": kind})
+    return out
+
+
+@dataclass
+class Comparison:
+    """Upstream's objects compared with the cluster's: what is wrong, and how many objects agree."""
+
+    problems: list[str] = field(default_factory=list)
+    """Undocumented differences, objects not applied, and documented paths that no longer differ."""
+    equal: int = 0
+    explained: int = 0
+    """Objects whose differences are all documented."""
+    documented: int = 0
+    """Documented differences found."""
+
+    def summary(self, objects: int) -> str:
+        return (f"{objects} objects compared, {self.equal} equal, {self.explained} with {self.documented} documented "
+                "differences")
+
+
+def compare(expected: dict[str, Facts], live: dict[str, Facts],
+            documented: dict[str, dict[str, str]]) -> Comparison:
+    """Each object of ``expected`` (``ref`` → upstream's facts) against ``live`` (:func:`cluster_facts`), except the
+    differences ``documented`` (``ref`` → path → reason) lists; a documented path that no longer differs is a
+    problem too."""
+    out = Comparison()
+    for r, want in expected.items():
+        if r not in live:
+            out.problems.append(f"{r}: not applied with a module label")
+            continue
+        diffs = differences(want, live[r])
+        paths = documented.get(r, {})
+        found = [f"{r} {path}: {what}" for path, what in diffs.items() if not covered(path, paths)]
+        found += [f"{r} {p}: documented in expectations.yaml but no longer differs (remove it)"
+                  for p in paths if not any(under(d, p) for d in diffs)]
+        count = sum(covered(path, paths) for path in diffs)
+        out.problems += found
+        out.equal += not found and not count
+        out.explained += not found and count > 0
+        out.documented += count
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import simcluster
 import yaml
-from cluster_objects import labelled_objects
+from cluster_objects import applied_objects, labelled_objects
 from engine_zygote import ENGINE
 from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
@@ -122,12 +122,13 @@ class Installer:
         return labelled_objects(self.api)
 
     def leftovers(self, *modules: str) -> set[str]:
-        """Objects of ``modules`` that an uninstall should have removed: not the CRDs and PVCs it keeps, nor a
-        namespace that still holds PVCs."""
+        """Objects of ``modules``, of any kind the API serves, that an uninstall should have removed: not the CRDs
+        and PVCs it keeps, nor a namespace that still holds PVCs."""
         core = client.CoreV1Api(self.api)
         out = set()
+        applied = applied_objects(self.api)
         for module in modules:
-            for key in self.module_objects().get(module, {}):
+            for key in applied.get(module, set()):
                 kind, _, name = key.split("/", 2)
                 if kind in ("CustomResourceDefinition", "PersistentVolumeClaim"):
                     continue

@@ -159,7 +159,7 @@ def test_multicluster_install_change_uninstall_and_reenable(host: Installer) -> 
     assert len(installer.module_objects()["multicluster"]) == 35
     assert objects.get_cluster_custom_object("types.kubefed.io", "v1beta1", "federatedworkspaces", "ks-test-workspace")
     assert "multicluster" not in installer.status()
-    assert multicluster_config(api) == {"clusterRole": "none", "enable": False}
+    assert multicluster_config(api) == {"clusterRole": "none"}
     namespace = client.CoreV1Api(api).read_namespace("kubesphere-monitoring-federated")  # preinstall's: it stays
     assert namespace.status.phase == "Active"
 

@@ -20,7 +20,6 @@ import json
 import subprocess
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,15 +27,14 @@ from typing import Any
 
 import pytest
 import yaml
-from cluster_objects import delete_webhooks
+from cluster_objects import applied_objects, delete_webhooks
 from installer_state import DEFAULT_CC
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-from parity_content import Facts, covered, differences, facts, under
+from parity_content import Facts, cluster_facts, compare
 
-from installer.manifests import applied_by_installer
 from installer.modules import MODULES
 from installer.settings import MODULE_LABEL
 from installer.spec import merge
@@ -118,7 +116,7 @@ class Snapshot:
 
     found: dict[str, str | None] = field(default_factory=dict)
     """``ref`` of each upstream object → its module label ("" unlabelled, None missing or kind not served)."""
-    owned: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    owned: dict[str, set[str]] = field(default_factory=dict)
     modules: dict[str, Any] = field(default_factory=dict)
     """``status.modules`` of the cc."""
     seconds: float = 0.0
@@ -152,42 +150,6 @@ def _label(dyn: DynamicClient, obj: dict[str, Any]) -> str | None:
     return (live.metadata.labels or {}).get(MODULE_LABEL) or ""
 
 
-def _owned(dyn: DynamicClient) -> dict[str, set[str]]:
-    """Every object the installer applied with a module label, of every served kind: module → refs."""
-    owned: dict[str, set[str]] = defaultdict(set)
-    for res in dyn.resources.search():
-        if not res.preferred or "list" not in (res.verbs or []) or "/" in (res.name or "") \
-                or res.kind.endswith("List"):
-            continue
-        try:
-            items = res.get(label_selector=MODULE_LABEL).items
-        except ApiException:
-            continue
-        for item in items:
-            if applied_by_installer(item):
-                meta = item.metadata
-                owned[meta.labels[MODULE_LABEL]].add(
-                    ref({"kind": res.kind, "namespace": meta.namespace, "name": meta.name}))
-    return owned
-
-
-# The kinds whose content is compared with tests/parity/content (tests/parity_content.py), as served.
-CONTENT_KINDS = (("v1", "ConfigMap"), ("v1", "Secret"), ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-                 ("rbac.authorization.k8s.io/v1", "Role"), ("monitoring.coreos.com/v1", "PrometheusRule"),
-                 ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
-                 ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"))
-
-
-def _content(dyn: DynamicClient) -> dict[str, Facts]:
-    """The content facts of every object of :data:`CONTENT_KINDS` that carries a module label, by ``ref``."""
-    out: dict[str, Facts] = {}
-    for api_version, kind in CONTENT_KINDS:
-        for item in dyn.resources.get(api_version=api_version, kind=kind).get(label_selector=MODULE_LABEL).items:
-            obj = item.to_dict() | {"kind": kind}
-            out[ref({"kind": kind, "namespace": item.metadata.namespace, "name": item.metadata.name})] = facts(obj)
-    return out
-
-
 def failure(proc: subprocess.CompletedProcess[str], installer: Installer, expected: dict[str, str]) -> str | None:
     """Why the reconcile ``proc`` did not succeed, or None: its exit code, the cc's Ready condition, and each module
     of ``expected`` (module → phase) in another phase, with its failed task and message from the status."""
@@ -212,15 +174,15 @@ def snapshot(installer: Installer, group: str) -> Snapshot:
     seconds = time.monotonic() - started
     dyn = DynamicClient(installer.api)
     dyn.resources.invalidate_cache()
-    snap = Snapshot(owned=_owned(dyn), modules=installer.status().get("modules") or {}, seconds=seconds,
-                    failure=failure(proc, installer, dict.fromkeys(EVERY_MODULE, "Installed")))
+    snap = Snapshot(owned=applied_objects(installer.api), modules=installer.status().get("modules") or {},
+                    seconds=seconds, failure=failure(proc, installer, dict.fromkeys(EVERY_MODULE, "Installed")))
     for stem, inv in INVENTORY.items():
         if group_of(stem) == group:
             snap.found.update({ref(o): _label(dyn, o) for o in inv["objects"]})
     if group == "all":  # the CRD and content checks read every module's objects, all present only here
         snap.crds = {c.metadata.name: installer.api.sanitize_for_serialization(c)
                      for c in client.ApiextensionsV1Api(installer.api).list_custom_resource_definition().items}
-        snap.content = _content(dyn)
+        snap.content = cluster_facts(dyn)
     return snap
 
 
@@ -321,16 +283,6 @@ CONTENT_DOCUMENTED: dict[str, dict[str, str]] = EXPECTATIONS["content"]
 GAP_REFS = {r for entries in GAPS.values() for r in entries}
 
 
-def _content_problems(expected: Facts, live: Facts, documented: dict[str, str]) -> tuple[list[str], int]:
-    """One object's undocumented differences and documented paths that no longer differ; and how many documented
-    differences it has."""
-    diffs = differences(expected, live)
-    problems = [f"{path}: {what}" for path, what in diffs.items() if not covered(path, documented)]
-    problems += [f"{p}: documented in expectations.yaml but no longer differs (remove it)"
-                 for p in documented if not any(under(d, p) for d in diffs)]
-    return problems, sum(covered(path, documented) for path in diffs)
-
-
 @pytest.mark.parametrize("module", CONTENT)
 def test_content_says_what_upstreams_said(snapshots: Snapshots, module: str) -> None:
     """After the all-modules reconcile, each object of tests/parity/content/<module>.json (ConfigMaps' data, Secrets'
@@ -338,22 +290,10 @@ def test_content_says_what_upstreams_said(snapshots: Snapshots, module: str) -> 
     differences ``content:`` in expectations.yaml documents (per object, per path)."""
     snap = snapshots["all"]
     assert snap.failure is None, "the all-modules reconcile failed (test_one_change_reconciles)"
-    problems: list[str] = []
-    equal = explained = documented = 0
     objects = {r: paths for r, paths in CONTENT[module]["objects"].items() if r not in GAP_REFS}
-    for r, expected in objects.items():
-        live = snap.content.get(r)
-        if live is None:
-            problems.append(f"{r}: not applied with a module label")
-            continue
-        found, count = _content_problems(expected, live, CONTENT_DOCUMENTED.get(r, {}))
-        problems += [f"{r} {p}" for p in found]
-        equal += not found and not count
-        explained += not found and count > 0
-        documented += count
-    print(f"content {module}: {len(objects)} objects compared, {equal} equal, {explained} with {documented} "
-          "documented differences")
-    assert not problems, f"{module}: content differs from upstream's:\n  " + "\n  ".join(problems)
+    result = compare(objects, snap.content, CONTENT_DOCUMENTED)
+    print(f"content {module}: {result.summary(len(objects))}")
+    assert not result.problems, f"{module}: content differs from upstream's:\n  " + "\n  ".join(result.problems)
 
 
 def _pod_running(core: client.CoreV1Api, namespace: str, name: str, timeout: float = 90) -> None:

@@ -40,3 +40,34 @@ def test_a_namespace_stays_its_owners_and_outlives_its_owner_while_used(kube_api
             core.delete_namespace(ns)
         except ApiException as exc:
             assert exc.status == 404
+
+
+def test_modules_creating_a_namespace_at_once_agree_on_its_owner(kube_api: client.ApiClient) -> None:
+    """Modules run in parallel: of several applying an absent namespace at the same time, exactly one creates and
+    owns it and only that one records it; the others find it theirs to leave alone (their drift check would
+    otherwise see it "missing" and re-run them)."""
+    import threading
+
+    ns = f"t-race-{uuid.uuid4().hex[:6]}"
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    modules = [Manifests(kube_api, f"mod-{i}") for i in range(4)]
+    results: dict[str, object] = {}
+    start = threading.Barrier(len(modules))
+
+    def apply(m: Manifests) -> None:
+        start.wait()
+        results[m.module] = m.apply([namespace], prune=False)
+
+    threads = [threading.Thread(target=apply, args=(m,)) for m in modules]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        owner = client.CoreV1Api(kube_api).read_namespace(ns).metadata.labels[MODULE_LABEL]
+        recorded = sorted(m for m, r in results.items() if r.applied_refs)  # type: ignore[attr-defined]
+        assert recorded == [owner]
+        assert all(f"Namespace/{ns} (belongs to module {owner})" in r.kept  # type: ignore[attr-defined]
+                   for m, r in results.items() if m != owner)
+    finally:
+        client.CoreV1Api(kube_api).delete_namespace(ns)

@@ -259,7 +259,7 @@ def test_default_config(out: Path) -> None:
         "loginHistoryRetentionPeriod": "168h", "maximumClockSkew": "10s", "multipleLogin": True,
         "kubectlImage": "kubesphere/kubectl:v1.22.0", "jwtSecret": "jwt-key",
         "oauthOptions": {"clients": [{"name": "kubesphere", "secret": "kubesphere", "redirectURIs": ["*"]}]}}
-    assert cfg["multicluster"] == {"clusterRole": "none", "enable": False}
+    assert cfg["multicluster"] == {"clusterRole": "none"}  # enable only for a host or a member, as upstream
     assert cfg["monitoring"] == {"endpoint": "http://prometheus-operated.kubesphere-monitoring-system.svc:9090",
                                  "enableGPUMonitoring": False}
     assert cfg["gpu"] == {"kinds": [{"resourceName": "nvidia.com/gpu", "resourceType": "GPU", "default": True}]}

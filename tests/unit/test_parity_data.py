@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -9,7 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
+from installer_state import DEFAULT_CC
 from parity_content import CREDENTIAL, GENERATED, differences, facts
+
+from installer.config import apply_defaults
+from installer.modules import MODULES
 
 PARITY = Path(__file__).resolve().parents[2] / "tests" / "parity"
 FILES = {p.stem: json.loads(p.read_text()) for p in sorted((PARITY / "upstream").glob("*.json"))}
@@ -78,7 +83,12 @@ def test_expectations_name_objects_of_the_data() -> None:
         assert all(isinstance(reason, str) and reason.strip() for reason in entries.values())
 
 
-CONTENT = {p.stem: json.loads(p.read_text()) for p in sorted((PARITY / "content").glob("*.json"))}
+# Content facts per spec: directory (and expectations.yaml section) → the spec its header names → files by stem.
+SPECS = {"content": "tests/integration/test_parity.py GROUPS['all']",
+         "content-default": "installer/data/cluster-configuration.yaml (the default cc)"}
+CONTENT = {section: {p.stem: json.loads(p.read_text()) for p in sorted((PARITY / section).glob("*.json"))}
+           for section in SPECS}
+CONTENT_FILES = [(section, stem) for section, files in CONTENT.items() for stem in files]
 CONTENT_HEADER = {"source", "upstream_tag", "upstream_commit", "module", "spec", "objects"}
 CONTENT_KINDS = {"ConfigMap", "Secret", "ClusterRole", "Role", "PrometheusRule", "MutatingWebhookConfiguration",
                  "ValidatingWebhookConfiguration"}
@@ -89,19 +99,28 @@ FIRST_STEP = {"ConfigMap": {"data"}, "Secret": {"keys"}, "ClusterRole": RBAC, "R
               "ValidatingWebhookConfiguration": {"webhooks"}}
 
 
-def upstream_refs(module: str) -> set[str]:
-    return {ref(o) for data in FILES.values() if data["module"] == module for o in data["objects"]}
+def upstream_refs(module: str, variants: bool = True) -> set[str]:
+    """The objects of ``module``'s inventory files (without ``variants``, its main file's only)."""
+    return {ref(o) for data in FILES.values() if data["module"] == module and (variants or "variant_of" not in data)
+            for o in data["objects"]}
 
 
-@pytest.mark.parametrize("stem", CONTENT)
-def test_content_file(stem: str) -> None:
-    """Content facts: the header of the tag, objects of the module's inventory, paths of their kind, no credential."""
-    data = CONTENT[stem]
+def test_default_content_covers_the_default_platform() -> None:
+    """tests/parity/content-default has a file for each module the default cc installs, and only those."""
+    spec = apply_defaults(copy.deepcopy(DEFAULT_CC["spec"]))
+    assert set(CONTENT["content-default"]) == {m.name for m in MODULES if m.enabled(spec)}
+
+
+@pytest.mark.parametrize(("section", "stem"), CONTENT_FILES)
+def test_content_file(section: str, stem: str) -> None:
+    """Content facts: the header of the tag and spec, objects of the module's inventory (for the default cc, of its
+    main file: no variant is on), paths of their kind, no credential."""
+    data = CONTENT[section][stem]
     assert set(data) == CONTENT_HEADER
-    assert data["upstream_tag"] == "v3.4.1" and data["module"] == stem
+    assert data["upstream_tag"] == "v3.4.1" and data["module"] == stem and data["spec"] == SPECS[section]
     assert data["upstream_commit"] == FILES[stem]["upstream_commit"]
     assert data["source"] == "github.com/kubesphere/ks-installer"
-    assert set(data["objects"]) <= upstream_refs(stem)
+    assert set(data["objects"]) <= upstream_refs(stem, variants=section == "content")
     for r, paths in data["objects"].items():
         kind = r.split("/")[0]
         assert kind in CONTENT_KINDS, r
@@ -111,10 +130,12 @@ def test_content_file(stem: str) -> None:
                 assert value == GENERATED, (r, path)
 
 
-def test_content_expectations_name_facts() -> None:
-    """Each documented content difference names an object of the content facts, paths of its kind, a reason."""
-    facts_of = {r: data["module"] for data in CONTENT.values() for r in data["objects"]}
-    for r, paths in EXPECTATIONS["content"].items():
+@pytest.mark.parametrize("section", SPECS)
+def test_content_expectations_name_facts(section: str) -> None:
+    """Each documented content difference (per section: its spec's facts) names an object of the content facts,
+    paths of its kind, a reason."""
+    facts_of = {r for data in CONTENT[section].values() for r in data["objects"]}
+    for r, paths in EXPECTATIONS[section].items():
         assert r in facts_of, r
         kind = r.split("/")[0]
         for path, reason in paths.items():
