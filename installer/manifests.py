@@ -178,8 +178,9 @@ def unchanged_since_applied(meta: Obj, manifest_digest: str) -> bool:
     if len(ours) != 1 or not ours[0].get("time"):
         return False
     stamp = ours[0]["time"]  # RFC 3339 in UTC, seconds: ordered as strings
-    return all((e.get("time") or "~") < stamp for e in entries
-               if e is not ours[0] and e.get("subresource") != "status")
+    # Older than the apply; or, for the installer's own create of a namespace it claimed (_claim), of its second.
+    return all((e.get("time") or "~") < stamp or (e.get("manager") == FIELD_MANAGER and e.get("time") == stamp)
+               for e in entries if e is not ours[0] and e.get("subresource") != "status")
 
 
 class Manifests:

@@ -101,7 +101,7 @@ def test_default_install(core: Installer) -> None:
 
     config = kubesphere_yaml(core)
     assert config["authentication"]["jwtSecret"] == secret["secret"]
-    assert config["multicluster"] == {"clusterRole": "none", "enable": False}
+    assert config["multicluster"] == {"clusterRole": "none"}  # enable only for a host or a member, as upstream
     assert "logging" not in config and "devops" not in config
     for name in ("ks-apiserver", "ks-controller-manager"):
         assert deployment(core, name).spec.template.metadata.annotations[CONFIG_HASH]
