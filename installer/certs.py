@@ -150,7 +150,7 @@ class CertOutcome:
 
 
 def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, service: str,
-           renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> CertOutcome:
+                        renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> CertOutcome:
     """Create the Secret, keep it when it is good, replace it when :func:`problem` says so."""
     secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     names = dns_names(service, namespace)

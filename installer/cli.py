@@ -38,7 +38,7 @@ from installer.lease import LeaseHeld
 from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
-from installer.reconcile import STATE_UNREADABLE, Planned, Reconciler, check_drift
+from installer.reconcile import REPAIR_STATE, STATE_UNREADABLE, Planned, Reconciler, check_drift, unreadable_state
 from installer.state import StateStore
 
 
@@ -169,9 +169,7 @@ def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prep
 def _planned(planned: Planned) -> Planned:
     """``planned``, or the error the reconcile would report for it (the state, or the spec)."""
     if planned.reason == STATE_UNREADABLE:
-        raise UsageError(f"the installer's state is unreadable: {planned.errors[0].message}; inspect it with "
-                         "`python -m installer state show` and repair it with `python -m installer state reset "
-                         "[--module M]`")
+        raise UsageError(f"{unreadable_state(planned)}. {REPAIR_STATE}")
     if planned.errors:
         raise UsageError(_invalid("the cc spec", planned.errors))
     return planned

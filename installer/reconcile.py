@@ -122,6 +122,8 @@ def purge_requested(cc: dict[str, Any]) -> set[str]:
 
 
 STATE_UNREADABLE = "StateUnreadable"
+REPAIR_STATE = ("Inspect it with `python -m installer state show` and repair it with `python -m installer state reset "
+                "[--module M]`")
 
 
 @dataclass
@@ -135,6 +137,11 @@ class Planned:
     reason: str = ""
     """``StateUnreadable``, ``InvalidSpec`` or ``MembersJoined`` when there is no plan."""
     drift: dict[str, list[str]] = field(default_factory=dict)
+
+
+def unreadable_state(planned: Planned) -> str:
+    """What an unreadable state says: the Secret, the key and the decoder's complaint."""
+    return f"the installer's state is unreadable: {planned.errors[0].message}"
 
 
 def prepare_plan(api: client.ApiClient, store: StateStore, files: Callable[[Any], str], cc: dict[str, Any], *,
@@ -231,9 +238,8 @@ class Reconciler(Events):
                                remove_all=remove_all, purge_all=purge_all)
         self.records = planned.records
         if planned.reason == STATE_UNREADABLE:
-            self._report_stalled(STATE_UNREADABLE, f"the installer's state is unreadable: {planned.errors[0].message}; "
-                                 "nothing was run or uninstalled. Inspect it with `python -m installer state show` "
-                                 "and repair it with `python -m installer state reset [--module M]`")
+            self._report_stalled(STATE_UNREADABLE, f"{unreadable_state(planned)}; nothing was run or uninstalled. "
+                                 f"{REPAIR_STATE}")
             return ReconcileResult(errors=planned.errors)
         if planned.errors:
             self._report_invalid(planned.errors, planned.reason)
