@@ -40,18 +40,16 @@ def store_choice(common: dict[str, Any]) -> dict[str, Any]:
     (its basicAuth section), ``prefix`` (``ks-<prefix>``) and ``log`` (the logging index suffix)."""
     kind = store_kind(common)
     store = common.get(kind) or {}
-    if kind == "es":
-        host = store.get("externalElasticsearchHost")
-        protocol = store.get("externalElasticsearchProtocol") or "http"
-        port = store.get("externalElasticsearchPort") or DEFAULT_PORT
-        prefix, log = store.get("elkPrefix") or "logstash", "log"
-    else:
-        host = store.get("externalOpensearchHost")
-        protocol = store.get("externalOpensearchProtocol") or "https"
-        port = store.get("externalOpensearchPort") or DEFAULT_PORT
-        prefix, log = store.get("opensearchPrefix") or "whizard", "logging"
-    url = f"{protocol}://{host}:{port}" if host else f"{'http' if kind == 'es' else 'https'}://{INTERNAL_HOSTS[kind]}:9200"
-    return {"host": url, "auth": store.get("basicAuth") or {}, "prefix": f"ks-{prefix}", "log": log}
+    external, default_protocol = ("externalElasticsearch", "http") if kind == "es" else ("externalOpensearch", "https")
+    host = store.get(f"{external}Host")
+    protocol = store.get(f"{external}Protocol") or default_protocol
+    port = store.get(f"{external}Port") or DEFAULT_PORT
+    if not host:
+        host, protocol, port = INTERNAL_HOSTS[kind], default_protocol, DEFAULT_PORT
+    prefix, log = (store.get("elkPrefix") or "logstash", "log") if kind == "es" else (
+        store.get("opensearchPrefix") or "whizard", "logging")
+    return {"host": f"{protocol}://{host}:{port}", "auth": store.get("basicAuth") or {}, "prefix": f"ks-{prefix}",
+            "log": log}
 
 
 def _secret_ref(name: str, key: str) -> dict[str, Any]:
