@@ -11,6 +11,7 @@ import base64
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kubernetes import client
@@ -18,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from installer.core_secret import DEFAULT_PASSWORD
-from installer.manifests import deployment_ref, wait_ready
+from installer.manifests import WaitStopped, deployment_ref, wait_ready
 from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
@@ -99,3 +100,38 @@ def welcome(api: client.ApiClient, running_file: Path, timeout: float, announce:
         for line in text.splitlines():
             log.info("%s", line)
     return text
+
+
+class WelcomeStep:
+    """The result step of a reconcile, in its own thread: started once every console module is installed and
+    none is still to run; ``report(ready, message)`` receives what it found (nothing when stopped meanwhile)."""
+
+    def __init__(self, api: client.ApiClient, running_file: Path, timeout: float, stop: threading.Event,
+                 report: Callable[[bool, str], None]) -> None:
+        self.api, self.running_file, self.timeout, self.stop, self.report = api, running_file, timeout, stop, report
+        self.thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.thread is not None
+
+    def start(self, announce: bool) -> None:
+        """Wait for the console in the background; ``announce`` logs the box (it carries the initial password:
+        shown when the console first comes up and after a version change; later runs only refresh the file)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, args=(announce,), name="welcome")
+            self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def _run(self, announce: bool) -> None:
+        try:
+            welcome(self.api, self.running_file, self.timeout, announce=announce, stop=self.stop)
+        except WaitStopped:
+            log.info("Stopped waiting for the console: the installer is stopping; the next start waits again")
+        except (ConsoleNotReady, ApiException) as exc:
+            self.report(False, str(exc))
+        else:
+            self.report(True, "ks-apiserver and ks-console are Available")
