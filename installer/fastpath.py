@@ -15,11 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from installer.config import prepare
 from installer.engine_settings import Settings
 from installer.fingerprint import DigestCache
-from installer.modules import MODULES, switch_paths
-from installer.plan import applied_spec, build_plan
+from installer.modules import MODULES
+from installer.planning import plan_cc
 from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
 from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
 from installer.state_codec import StateUnreadable, parse
@@ -77,15 +76,14 @@ def _nothing_to_do(cc: dict[str, Any], secret: dict[str, Any], status: dict[str,
         records, previous = parse(secret.get("data") or {}, f"Secret {NAMESPACE}/{STATE_SECRET}")
     except StateUnreadable:
         return False
-    prepared = prepare(cc.get("spec"), previous, switch_paths(), applied_spec(records, previous))
-    if prepared.errors or prepared.spec != previous:
+    files = DigestCache(settings.digest_cache, settings.playbooks_dir, settings.roles_dir)
+    planned = plan_cc(cc, records, previous, files)
+    prepared, plan = planned.prepared, planned.plan
+    if prepared is None or plan is None or prepared.spec != previous:
         return False  # reported, or a new accepted spec to store: the full path does both
     if (prepared.warnings or None) != status.get("warnings") or (prepared.migrations or None) != status.get(
             "migrations"):
         return False
-
-    files = DigestCache(settings.digest_cache, settings.playbooks_dir, settings.roles_dir)
-    plan = build_plan(prepared.spec, records, files, plain=prepared.plain, kept=prepared.kept)
     if plan.runnable or any(step.note for step in plan.steps):
         return False
     modules = status.get("modules") or {}

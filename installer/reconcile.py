@@ -13,7 +13,7 @@ from kubernetes import client
 from installer import KS_VERSION
 from installer.cc_events import CcEvents
 from installer.cluster import ClusterConfigurations, cluster_facts
-from installer.config import Prepared, SpecError, prepare
+from installer.config import SpecError
 from installer.drift import find_drift
 from installer.engine_settings import Settings
 from installer.executor import Events, execute
@@ -22,12 +22,21 @@ from installer.forkserver import SERVER
 from installer.hook_metrics import HookMetrics
 from installer.lease import Lease
 from installer.member_clusters import role_change_errors
-from installer.modules import MODULES, dependencies, switch_paths
-from installer.plan import Action, Plan, Step, applied_spec, build_plan
+from installer.modules import MODULES, dependencies
+from installer.plan import Action, Plan, Step
+from installer.planning import (
+    REPAIR_STATE,
+    STATE_UNREADABLE,
+    Planned,
+    plan_cc,
+    purge_names,
+    unreadable,
+    unreadable_state,
+)
 from installer.records import Intent, Record
 from installer.run_report import RunReport
 from installer.runner import PlaybookRunner, RunOutcome, clean_run_dirs
-from installer.settings import MEMBERS_JOINED, NAMESPACE, PURGE_ANNOTATION
+from installer.settings import NAMESPACE, PURGE_ANNOTATION
 from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
 from installer.status import StatusWriter, now_rfc3339
@@ -88,69 +97,18 @@ def with_dependencies_repaired(api: client.ApiClient, records: dict[str, Record]
     return build(drift), drift
 
 
-def purge_names(cc: dict[str, Any]) -> list[str]:
-    """The names in the cc's purge annotation, in order."""
-    value = (cc["metadata"].get("annotations") or {}).get(PURGE_ANNOTATION) or ""
-    return [n.strip() for n in value.split(",") if n.strip()]
-
-
-def purge_requested(cc: dict[str, Any]) -> set[str]:
-    """Modules the purge annotation names (``all``: every module); unknown names are reported and ignored."""
-    names, known = set(purge_names(cc)), {m.name for m in MODULES}
-    if "all" in names:
-        return known
-    if names - known:
-        log.warning("%s names unknown modules, ignored: %s", PURGE_ANNOTATION, ", ".join(sorted(names - known)))
-    return names & known
-
-
-STATE_UNREADABLE = "StateUnreadable"
-REPAIR_STATE = ("Inspect it with `python -m installer state show` and repair it with `python -m installer state reset "
-                "[--module M]`")
-
-
-@dataclass
-class Planned:
-    """prepare → plan for one cc: the plan, or the errors (and the Stalled reason) that stop it."""
-
-    prepared: Prepared | None = None
-    plan: Plan | None = None
-    records: dict[str, Record] = field(default_factory=dict)
-    errors: list[SpecError] = field(default_factory=list)
-    reason: str = ""
-    """``StateUnreadable``, ``InvalidSpec`` or ``MembersJoined`` when there is no plan."""
-    drift: dict[str, list[str]] = field(default_factory=dict)
-
-
-def unreadable_state(planned: Planned) -> str:
-    """What an unreadable state says: the Secret, the key and the decoder's complaint."""
-    return f"the installer's state is unreadable: {planned.errors[0].message}"
-
-
 def prepare_plan(api: client.ApiClient, store: StateStore, files: Callable[[Any], str], cc: dict[str, Any], *,
                  force: bool = False, drift: dict[str, list[str]] | None = None, remove_all: bool = False,
                  purge_all: bool = False) -> Planned:
-    """The one path from a cc to its plan, shared by the reconcile, ``plan``, ``images`` and ``uninstall --all``:
-    read the recorded state, load + default + migrate + validate the spec, and plan it with the purge annotation
-    (or ``purge_all``) and the dependencies' repairs."""
+    """:func:`installer.planning.plan_cc` against the cluster: the state read from its Secret, the member clusters
+    checked, and the dependencies' repairs."""
     try:
         records, previous = store.load()
     except StateUnreadable as exc:
-        return Planned(errors=[SpecError("state", str(exc))], reason=STATE_UNREADABLE)
-    applied = applied_spec(records, previous)
-    prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
-    if prepared.errors:
-        return Planned(prepared, records=records, errors=prepared.errors, reason="InvalidSpec")
-    if errors := role_change_errors(api, applied, prepared.spec):
-        return Planned(prepared, records=records, errors=errors, reason=MEMBERS_JOINED)
-    purge = {m.name for m in MODULES} if purge_all else purge_requested(cc)
-
-    def build(drift: dict[str, list[str]] | None) -> Plan:
-        return build_plan(prepared.spec, records, files, force=force, plain=prepared.plain, kept=prepared.kept,
-                          drift=drift, remove_all=remove_all, purge=purge)
-
-    plan, drift = with_dependencies_repaired(api, records, build, drift)
-    return Planned(prepared, plan, records, drift=drift)
+        return unreadable(str(exc))
+    return plan_cc(cc, records, previous, files, force=force, drift=drift, remove_all=remove_all,
+                   purge_all=purge_all, role_check=lambda applied, spec: role_change_errors(api, applied, spec),
+                   repair=lambda records, build, drift: with_dependencies_repaired(api, records, build, drift))
 
 
 class ModuleRuns(Events):

@@ -25,7 +25,9 @@ from kubernetes.client.exceptions import ApiException
 
 from installer.cluster import ClusterConfigurations
 from installer.config import apply_defaults
+from installer.engine_settings import Settings
 from installer.modules import MODULES
+from installer.reconcile import Reconciler
 from installer.settings import (
     CC_GROUP,
     CC_NAME,
@@ -70,12 +72,28 @@ class Installer:
                               text=True, timeout=120, check=False)
 
     def reconcile_ok(self) -> list[str]:
-        """One successful reconcile; the modules it ran."""
+        """One successful reconcile; the modules it ran, which must be those ``plan`` said it would run."""
+        planned = self.planned()
         proc = self.reconcile()
         assert proc.returncode == 0, proc.stderr[-4000:]
         # Shown with a failed assertion on the modules that ran: the plan and each module's reasons.
         print("\n".join(line for line in proc.stderr.splitlines() if line.startswith(("Plan:", "Start ", "["))))
-        return self.ran(proc)
+        ran = self.ran(proc)
+        assert ran == planned, f"plan said {planned}, the reconcile ran {ran}"
+        return ran
+
+    def planned(self) -> list[str]:
+        """The modules ``python -m installer plan`` says the next reconcile runs (its code, in this process)."""
+        try:
+            cc = self.cc()
+        except ApiException:
+            return []
+        with contextlib.ExitStack() as stack:
+            saved = dict(os.environ)
+            stack.callback(lambda: (os.environ.clear(), os.environ.update(saved)))
+            os.environ.update(self.environ())
+            planned = Reconciler(self.api, Settings.from_env()).plan(cc)
+        return sorted(s.module for s in planned.plan.runnable) if planned.plan else []
 
     def apply_cc(self, **spec_changes: Any) -> dict[str, Any]:
         """Create or replace the cc with the default spec plus ``a__b=value`` changes."""
