@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from installer.log_store import external_store, store_kind
+from installer.s3_store import external_s3
 from installer.spec import Spec, get, under
 
 
@@ -88,7 +89,7 @@ def internal_es_curator(spec: Spec) -> bool:
 
 def _minio(spec: Spec) -> bool:
     wanted = get(spec, "devops.enabled") is True or get(spec, "openpitrix.store.enabled") is True
-    return wanted and not get(spec, "common.s3.endpoint")
+    return wanted and not external_s3(get(spec, "common"))
 
 
 log_store_needed = Switch(_log_store, (*_LOG_CONSUMERS, "common.opensearch.enabled", "common.es.enabled"))
