@@ -16,10 +16,12 @@ from installer.plan import FilesDigest, Plan, applied_spec, build_plan
 from installer.records import Record
 from installer.settings import MEMBERS_JOINED, PURGE_ANNOTATION
 from installer.spec import Spec
+from installer.state_codec import StateTooNew, StateUnreadable
 
 log = logging.getLogger("installer")
 
 STATE_UNREADABLE = "StateUnreadable"
+STATE_TOO_NEW = "StateFromNewerInstaller"
 REPAIR_STATE = ("Inspect it with `python -m installer state show` and repair it with `python -m installer state reset "
                 "[--module M]`")
 
@@ -43,9 +45,11 @@ class Planned:
     drift: Drift = field(default_factory=dict)
 
 
-def unreadable(message: str) -> Planned:
-    """No plan: the state Secret cannot be read (``message``: the Secret, the key and the decoder's complaint)."""
-    return Planned(errors=[SpecError("state", message)], reason=STATE_UNREADABLE)
+def unreadable(exc: StateUnreadable) -> Planned:
+    """No plan: the state Secret cannot be read (the message names the Secret, the key and the decoder's
+    complaint), or a newer installer wrote it."""
+    reason = STATE_TOO_NEW if isinstance(exc, StateTooNew) else STATE_UNREADABLE
+    return Planned(errors=[SpecError("state", str(exc))], reason=reason)
 
 
 def unreadable_state(planned: Planned) -> str:

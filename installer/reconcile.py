@@ -26,6 +26,7 @@ from installer.modules import MODULES, dependencies
 from installer.plan import Action, Plan, Step
 from installer.planning import (
     REPAIR_STATE,
+    STATE_TOO_NEW,
     STATE_UNREADABLE,
     Planned,
     plan_cc,
@@ -105,7 +106,7 @@ def prepare_plan(api: client.ApiClient, store: StateStore, files: Callable[[Any]
     try:
         records, previous = store.load()
     except StateUnreadable as exc:
-        return unreadable(str(exc))
+        return unreadable(exc)
     return plan_cc(cc, records, previous, files, force=force, drift=drift, remove_all=remove_all,
                    purge_all=purge_all, role_check=lambda applied, spec: role_change_errors(api, applied, spec),
                    repair=lambda records, build, drift: with_dependencies_repaired(api, records, build, drift))
@@ -233,6 +234,9 @@ class Reconciler:
         if planned.reason == STATE_UNREADABLE:
             report.stalled(STATE_UNREADABLE, f"{unreadable_state(planned)}; nothing was run or uninstalled. "
                            f"{REPAIR_STATE}")
+            return ReconcileResult(errors=planned.errors)
+        if planned.reason == STATE_TOO_NEW:
+            report.stalled(STATE_TOO_NEW, planned.errors[0].message)
             return ReconcileResult(errors=planned.errors)
         if planned.errors:
             report.invalid(planned.errors, planned.reason)

@@ -8,6 +8,7 @@ the next reconcile that the module may be half-applied.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,10 @@ from installer.config.secrets import redact
 from installer.records import Record
 from installer.settings import MANAGED_BY, NAMESPACE, STATE_SECRET
 from installer.spec import merge, nested
-from installer.state_codec import SPEC_KEY, encode, parse
+from installer.state_codec import FORMAT, FORMAT_KEY, SPEC_KEY, WRITER_KEY, encode, format_of, parse, upgraded
+from installer.version import INSTALLER_VERSION
+
+log = logging.getLogger("installer")
 
 
 class StateStore:
@@ -28,6 +32,10 @@ class StateStore:
         self.name, self.namespace = name, namespace
         self.revision: str | None = None
         """resourceVersion of the Secret as last read or written (the hook's fast path compares it)."""
+        self.format: int | None = None
+        """The format the Secret had when last loaded (None: no Secret)."""
+        self.upgrade: dict[str, str] = {}
+        """The entries of an older format, upgraded and encoded: written with the next spec."""
 
     def _read(self) -> dict[str, str]:
         try:
@@ -44,8 +52,14 @@ class StateStore:
         return f"Secret {self.namespace}/{self.name}"
 
     def load(self) -> tuple[dict[str, Record], dict[str, Any] | None]:
-        """Module records and the last accepted spec; StateUnreadable names the first bad entry."""
-        return parse(self._read(), self.ref)
+        """Module records and the last accepted spec; StateUnreadable names the first bad entry, StateTooNew
+        refuses the state of a newer installer."""
+        data = self._read()
+        loaded = parse(data, self.ref)
+        self.format = format_of(data, self.ref) if data else None
+        self.upgrade = {} if self.format in (None, FORMAT) else {
+            k: encode(v) for k, v in upgraded(data, self.ref).items() if k not in (FORMAT_KEY, WRITER_KEY)}
+        return loaded
 
     def raw(self) -> dict[str, str]:
         """The Secret's entries, undecoded (for inspection and repair)."""
@@ -70,7 +84,13 @@ class StateStore:
         self._patch({module: None})
 
     def save_spec(self, spec: dict[str, Any]) -> None:
-        self._patch({SPEC_KEY: encode(spec)})
+        """Store the accepted spec and this installer's format, with every entry upgraded to it in the same write
+        (an older installer's state moves forward at once, or not at all)."""
+        if self.upgrade:
+            log.info("The installer's state (%s) moves from format %s to %d", self.ref, self.format, FORMAT)
+        self._patch({**self.upgrade, SPEC_KEY: encode(spec), FORMAT_KEY: encode(FORMAT),
+                     WRITER_KEY: encode(INSTALLER_VERSION)})
+        self.format, self.upgrade = FORMAT, {}
 
     def delete(self) -> None:
         """Remove the whole store: the next reconcile installs every enabled module and uninstalls nothing."""

@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer.lease import Lease
 from installer.settings import LEASE_NAME, NAMESPACE, STATE_SECRET
+from installer.version import INSTALLER_VERSION
 
 from .conftest import REPO, Installer, kill_tree, playbooks_changed, stored_state
 
@@ -319,6 +320,33 @@ def test_new_installer_version_alone_runs_nothing(installer: Installer) -> None:
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert installer.ran(proc) == [] and "Plan: nothing to do" in proc.stderr
+
+
+def test_state_of_an_older_installer_moves_forward_and_a_newer_ones_is_refused(installer: Installer) -> None:
+    """Our own upgrades: a state Secret in an older format (an installer before format numbers: no ``_format``)
+    is read, runs nothing that did not change and is rewritten in this format; one that a newer installer wrote is
+    refused, changing nothing, until that installer runs again."""
+    installer.apply_cc()
+    installer.reconcile_ok()
+    core = client.CoreV1Api(installer.api)
+    assert {k: v for k, v in stored_state(installer).items() if k in ("_format", "_writer")} == {
+        "_format": 2, "_writer": INSTALLER_VERSION}
+    core.patch_namespaced_secret(STATE_SECRET, NAMESPACE, {"data": {"_format": None, "_writer": None}})
+    installer.apply_cc(metrics_server={"enabled": True})
+    assert installer.reconcile_ok() == ["metrics_server"]
+    assert stored_state(installer)["_format"] == 2
+    objects = installer.module_objects()
+
+    newer = {"_format": base64.b64encode(b"3").decode(), "_writer": base64.b64encode(b'"9.9.9"').decode()}
+    core.patch_namespaced_secret(STATE_SECRET, NAMESPACE, {"data": newer})
+    installer.apply_cc(metrics_server={"enabled": False})
+    proc = installer.reconcile()
+    assert proc.returncode == 1 and installer.ran(proc) == [] and installer.module_objects() == objects
+    stalled = installer.condition("Stalled")
+    assert stalled["status"] == "True" and stalled["reason"] == "StateFromNewerInstaller"
+    assert "written by ks-installer 9.9.9 in state format 3" in stalled["message"]
+    assert "a downgrade is refused" in stalled["message"] and "a downgrade is refused" in proc.stderr
+    assert stored_state(installer)["_format"] == 3  # left as the newer installer wrote it
 
 
 @pytest.mark.platform
