@@ -34,6 +34,7 @@ class StateStore:
         """resourceVersion of the Secret as last read or written (the hook's fast path compares it)."""
         self.format: int | None = None
         """The format the Secret had when last loaded (None: no Secret)."""
+        self.stored_spec: dict[str, Any] | None = None
         self.upgrade: dict[str, str] = {}
         """The entries of an older format, upgraded and encoded: written with the next spec."""
 
@@ -56,6 +57,7 @@ class StateStore:
         refuses the state of a newer installer."""
         data = self._read()
         loaded = parse(data, self.ref)
+        self.stored_spec = loaded[1]
         self.format = format_of(data, self.ref) if data else None
         self.upgrade = {} if self.format in (None, FORMAT) else {
             k: encode(v) for k, v in upgraded(data, self.ref).items() if k not in (FORMAT_KEY, WRITER_KEY)}
@@ -85,12 +87,15 @@ class StateStore:
 
     def save_spec(self, spec: dict[str, Any]) -> None:
         """Store the accepted spec and this installer's format, with every entry upgraded to it in the same write
-        (an older installer's state moves forward at once, or not at all)."""
+        (an older installer's state moves forward at once, or not at all). Nothing is written when the Secret
+        already holds both."""
+        if spec == self.stored_spec and self.format == FORMAT:
+            return
         if self.upgrade:
             log.info("The installer's state (%s) moves from format %s to %d", self.ref, self.format, FORMAT)
         self._patch({**self.upgrade, SPEC_KEY: encode(spec), FORMAT_KEY: encode(FORMAT),
                      WRITER_KEY: encode(INSTALLER_VERSION)})
-        self.format, self.upgrade = FORMAT, {}
+        self.format, self.upgrade, self.stored_spec = FORMAT, {}, spec
 
     def delete(self) -> None:
         """Remove the whole store: the next reconcile installs every enabled module and uninstalls nothing."""

@@ -44,7 +44,7 @@ def test_first_reconcile_installs_default_modules_and_reports_ready(installer: I
     assert ready["status"] == "True" and ready["observedGeneration"] == installer.cc()["metadata"]["generation"]
     assert status["modulesReady"] == "4/4"
     assert installer.condition("Stalled")["status"] == "False"
-    assert sorted(stored_state(installer)) == ["_spec", *DEFAULT_MODULES]
+    assert sorted(stored_state(installer)) == ["_format", "_spec", "_writer", *DEFAULT_MODULES]
     mirror = (installer.results / "last-applied-configs.yaml").read_text()
     assert "ks-core" in mirror
     # kubectl describe cc tells the story; shell-operator gets the run metrics.
