@@ -2,7 +2,9 @@
 
 plan       print what a reconcile would do. With ``--desired`` it needs no cluster: without
            ``--last-applied`` it plans a first install. Without ``--desired`` it plans from the live cc and
-           the stored state.
+           the stored state. ``--objects``: object by object (offline: every object the planned modules apply;
+           against the cluster: a dry-run apply and a field-level diff of each, what is pruned, deleted, kept);
+           exit 0 when nothing would change, 1 with changes, 2 on errors.
 reconcile  run one reconcile against the cluster in $KUBECONFIG (``--all`` re-runs every enabled module).
 state      show the installer's stored state (secrets redacted), or reset it, whole or one module's entry.
 uninstall  --all: remove every module (dependents first), then the installer's state and the cc, like
@@ -25,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.client.exceptions import ApiException
 
-from installer import hooklog, timeline
+from installer import KS_VERSION, hooklog, timeline
 from installer.cluster import ClusterConfigurations
 from installer.config import Prepared, prepare, redact
 from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_error, format_errors, format_path
@@ -35,6 +38,7 @@ from installer.fingerprint import files_digest
 from installer.images import catalogue, spec_refs
 from installer.kube import api_client
 from installer.lease import LeaseHeld
+from installer.manifests import api_reason
 from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, build_plan, records_for
@@ -180,6 +184,9 @@ def _print_plan(plan: Plan, prepared: Prepared, output: str) -> None:
     if output == "json":
         print(json.dumps(data, sort_keys=True))
         return
+    if output == "yaml":
+        print(yaml.safe_dump(data, sort_keys=True), end="")
+        return
     for action in ("install", "upgrade", "uninstall", "blocked", "unchanged"):
         if data[action]:
             print(f"{action:>9}: {', '.join(data[action])}")
@@ -194,6 +201,60 @@ def _print_plan(plan: Plan, prepared: Prepared, output: str) -> None:
         print(f"migrated: {line}")
     for line in data["warnings"]:
         print(f"warning: {line}")
+
+
+def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
+    """``plan --objects``: render the planned modules' playbooks and say what each object would become."""
+    from installer import object_plan, render
+    from installer.cluster import cluster_facts
+    from installer.settings import NAMESPACE
+    from installer.version import INSTALLER_VERSION
+
+    known = {m.name for m in MODULES}
+    if args.module and args.module not in known:
+        raise UsageError(f"--module: no module {args.module!r} (modules: {', '.join(sorted(known))})")
+    api = None
+    if args.desired:
+        plan, prepared = _offline_plan(args, settings)
+        records: dict[str, Any] = {}
+    else:
+        api = api_client()
+        cc = ClusterConfigurations(api).get()
+        if cc is None:
+            raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
+        planned = _planned(Reconciler(api, settings).plan(cc, force=args.all))
+        assert planned.plan is not None and planned.prepared is not None
+        plan, prepared, records = planned.plan, planned.prepared, planned.records
+    for warning in prepared.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    steps = [s for s in plan.runnable if not args.module or s.module == args.module]
+    facts = render.OFFLINE_FACTS if api is None else cluster_facts(api)
+    variables = {**prepared.spec, **facts, "ks_version": KS_VERSION, "ks_installer_version": INSTALLER_VERSION,
+                 "ks_namespace": NAMESPACE}
+    try:
+        rendered = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
+                                         settings.playbooks_dir, settings.roles_dir,
+                                         world=render.WORLD if api is None else None)
+    except render.RenderFailed as exc:
+        raise UsageError(f"rendering the playbooks failed: {exc}") from exc
+    if api is None:
+        result = object_plan.offline_plan(rendered, {s.module: s.action.value for s in steps})
+    else:
+        try:
+            result = object_plan.ClusterPlanner(api, records).plan(rendered, {s.module: s for s in steps})
+        except ApiException as exc:
+            raise UsageError(f"reading the cluster failed: {api_reason(exc)}") from exc
+    if args.output == "json":
+        print(json.dumps(result.to_json(), sort_keys=True))
+    elif args.output == "yaml":
+        docs = [object_plan.redacted_manifest(m) for module in result.modules for m in module.manifests]
+        if docs:
+            print(yaml.safe_dump_all(docs, sort_keys=False), end="")
+        for error in result.errors:
+            print(f"error: {error}", file=sys.stderr)
+    elif text := result.text():
+        print(text)
+    return result.exit_code
 
 
 def images_for(spec: dict[str, Any], settings: Settings) -> dict[str, list[str]]:
@@ -259,8 +320,13 @@ def parser() -> argparse.ArgumentParser:
     plan = sub.add_parser("plan", help="show what a reconcile would do")
     plan.add_argument("--desired", help="ClusterConfiguration (or bare spec) YAML to plan for")
     plan.add_argument("--last-applied", help="ClusterConfiguration YAML that is currently installed")
-    plan.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    plan.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                      help="with --objects, yaml prints the manifests the planned modules apply (Secrets redacted)")
     plan.add_argument("--all", action="store_true", help="re-run every enabled module")
+    plan.add_argument("--objects", action="store_true",
+                      help="object by object: render the planned modules and, against the cluster, diff each object "
+                           "with a dry-run apply (exit 0: no change, 1: changes, 2: errors)")
+    plan.add_argument("--module", help="with --objects: only this module")
     rec = sub.add_parser("reconcile", help="reconcile the cluster in $KUBECONFIG once")
     rec.add_argument("--all", action="store_true", help="re-run every enabled module")
     rec.add_argument("--check-drift", action="store_true",
@@ -322,6 +388,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             if args.last_applied and not args.desired:
                 raise UsageError("--last-applied needs --desired")
+            if args.module and not args.objects:
+                raise UsageError("--module needs --objects")
+            if args.objects:
+                return _plan_objects(args, settings)
             plan, prepared = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)
             _print_plan(plan, prepared, args.output)
             return 0

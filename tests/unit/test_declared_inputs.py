@@ -2,7 +2,8 @@
 catalogue images its objects name.
 
 For each module the real install playbook runs offline, once per spec variant (each variant is its own Ansible
-host, so facts never leak between variants), with the installer's Ansible modules replaced by recorders: what a
+host, so facts never leak between variants), with the installer's Ansible modules replaced by recorders
+(``installer.render``): what a
 run would send to the cluster (objects, secrets, lookups) is its output. Changing one declared input must change
 that output; changing every spec path the module does not declare must not. This is what "only what changed
 runs" rests on, and it covers every module in the registry, including those added later. The same runs show
@@ -14,11 +15,8 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from functools import cache
@@ -26,18 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from installer_state import DEFAULT_CC
 
 from installer.config import apply_defaults
 from installer.config.validate import schema
 from installer.images import catalogue, spec_refs
 from installer.modules import MODULES, Module
+from installer.render import RECORDED, WORLD, Host, run_hosts
 from installer.spec import get, leaves, merge, nested
 
 REPO = Path(__file__).resolve().parents[2]
-RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_metadata",
-            "ks_random_secret", "ks_telemetry", "ks_alert_rules", "ks_failed")
 
 #: Values for paths the default spec leaves unset (by path, else by the last component).
 SAMPLES: dict[str, Any] = {
@@ -70,60 +66,17 @@ ALL_ON = {f"{m}.enabled": True for m in ("logging", "events", "auditing", "servi
 ALL_ON |= {"multicluster.clusterRole": "host", "network.topology.type": "weave-scope", "telemetry_enabled": True}
 FACTS = {"kubernetes_version": "v1.34.4", "nodeNum": 1, "ks_version": "v3.4.1", "ks_installer_version": "test",
          "ks_namespace": "kubesphere-system", "ks_hash": "h", "ks_node_runtime_version": "containerd://1.7.2"}
-#: What the recording ks_info answers, by kind.
-WORLD: dict[str, list[dict[str, Any]]] = {
-    "Secret": [{"metadata": {"name": "kubesphere-secret", "namespace": "kubesphere-system"},
-                "data": {"secret": "and0LWtleQ==", "token": "YWRtaW4udG9rZW4="}},
-               {"metadata": {"name": "kube-etcd-client-certs", "namespace": "kubesphere-monitoring-system"},
-                "data": {"etcd-client-ca.crt": "Y2E=", "etcd-client.crt": "Y3J0", "etcd-client.key": "a2V5"}}],
-    "Node": [{"metadata": {"name": "node1", "labels": {"node-role.kubernetes.io/control-plane": ""}}}],
-    "StorageClass": [{"metadata": {"name": "standard",
-                                   "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}}],
-    "Namespace": [{"metadata": {"name": n}} for n in ("default", "kube-system", "kube-public", "kubesphere-system")],
-    "Endpoints": [{"metadata": {"name": "ks-controller-manager", "namespace": "kubesphere-system"},
-                   "subsets": [{"addresses": [{"ip": "10.0.0.1"}], "ports": [{"port": 8443}]}]},
-                  {"metadata": {"name": "logsidecar-injector-admission", "namespace": "kubesphere-logging-system"},
-                   "subsets": [{"addresses": [{"ip": "10.0.0.2"}], "ports": [{"port": 8443}]}]},
-                  {"metadata": {"name": "kubefed-admission-webhook", "namespace": "kube-federation-system"},
-                   "subsets": [{"addresses": [{"ip": "10.0.0.3"}], "ports": [{"port": 8443}]}]}],
-    "CustomResourceDefinition": [{"metadata": {"name": "globalrulegroups.alerting.kubesphere.io"},
-                                  "status": {"conditions": [{"type": "Established", "status": "True"}]}}],
-}
-
-#: The action plugin each recorded name runs instead of the installer's module: in Ansible's own process, it
-#: appends the call (name and arguments) to ``$KS_CAPTURE_DIR/<host>.jsonl`` and answers as the cluster of WORLD.
-RECORDER = '''"""Records its arguments instead of touching a cluster."""
-import json
+#: An action plugin file (``RECORDER % (name, json.dumps(world))``) that runs the recorder installer.render_plugins
+#: has for task ``name``, answering from ``world``: for tests that write a plugin directory of their own.
+RECORDER = '''"""The recorder of installer.render_plugins for one task, answering from the world given here."""
 import os
-
-from ansible.plugins.action import ActionBase
+from importlib import import_module
 
 NAME = %r
-WORLD = json.loads(%r)
-
-
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        params = dict(self._task.args)
-        capture = os.path.join(os.environ["KS_CAPTURE_DIR"], task_vars["inventory_hostname"] + ".jsonl")
-        with open(capture, "a") as out:
-            out.write(json.dumps({"module": NAME, "args": params}, sort_keys=True, default=str) + "\\n")
-        result["changed"] = False
-        if NAME == "ks_info":
-            name, namespace = params.get("name"), params.get("namespace")
-            result["resources"] = [o for o in WORLD.get(params.get("kind"), [])
-                                   if (not name or o["metadata"]["name"] == name)
-                                   and (not namespace or o["metadata"].get("namespace") == namespace)]
-        elif NAME == "ks_webhook_cert":
-            result.update(reason="kept", ca_bundle="Q0E=")
-        elif NAME in ("ks_rollout",):
-            result.update(rolled=[], missing=[])
-        return result
+os.environ.setdefault("KS_RENDER_WORLD", %r)
+ActionModule = import_module("installer.render_plugins." + NAME).ActionModule
 '''
+__all__ = ["FACTS", "RECORDED", "RECORDER", "WORLD", "all_on", "only_this_on", "run_variants", "variants"]
 
 
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:
@@ -242,44 +195,14 @@ def _set(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return out
 
 
-@cache
-def _action_plugins(root: Path) -> Path:
-    """The recorders, written once under ``root``."""
-    plugins = root / "action_plugins"
-    plugins.mkdir(parents=True)
-    for name in RECORDED:
-        (plugins / f"{name}.py").write_text(RECORDER % (name, json.dumps(WORLD)))
-    return plugins
-
-
 def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:
-    """Each variant's recorded module calls (or the task that failed); ``out`` is a new directory whose parent
-    holds the recorders."""
+    """Each variant's recorded module calls (or the task that failed); ``out`` is a new directory."""
     out.mkdir(parents=True)
-    hosts = {f"v{i}": {**spec, **FACTS, "ks_module": module.name, "ks_action": "install",
-                       "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    hosts = {f"v{i}": Host(REPO / "playbooks" / module.playbook,
+                           {**spec, **FACTS, "ks_module": module.name, "ks_action": "install"})
              for i, spec in enumerate(specs.values())}
-    (out / "inventory.json").write_text(json.dumps({"all": {"hosts": hosts}}))
-    play = yaml.safe_load((REPO / "playbooks" / module.playbook).read_text())[0]
-    roles = [r if isinstance(r, str) else r["role"] for r in play.get("roles", [])]
-    record_failure = {"ks_failed": {"task": "{{ ansible_failed_task.name }}",
-                                    "msg": "{{ ansible_failed_result.msg | default('') }}"}}
-    playbook = [{"hosts": "all", "gather_facts": False,
-                 "tasks": [{"block": [{"ansible.builtin.import_role": {"name": r}} for r in roles]
-                            + play.get("tasks", []), "rescue": [record_failure]}]}]
-    (out / "playbook.yaml").write_text(yaml.safe_dump(playbook))
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp"), "ANSIBLE_FORKS": "6",
-           "ANSIBLE_ACTION_PLUGINS": str(_action_plugins(out.parent)), "KS_CAPTURE_DIR": str(out)}
-    proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(out / "inventory.json"),
-                           str(out / "playbook.yaml")], env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
-    results = {}
-    for (name, _), host in zip(specs.items(), hosts, strict=True):
-        capture = out / f"{host}.jsonl"
-        assert capture.exists() or proc.returncode == 0, proc.stdout[-3000:]
-        results[name] = [json.loads(line) for line in capture.read_text().splitlines()] if capture.exists() else []
-    return results
+    results = run_hosts(hosts, out, REPO / "roles", world=WORLD)
+    return {name: results[host] for name, host in zip(specs, hosts, strict=True)}
 
 
 @pytest.fixture(scope="module")
