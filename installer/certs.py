@@ -24,6 +24,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from installer.adoption import take_over
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "ks-controller-manager-webhook-cert"
@@ -165,9 +166,11 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
     if reason is None and wanted.items() <= labels.items():
         return CertOutcome(False, "kept", base64.b64encode(current["ca.crt"]).decode())
     data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
+    if live:  # made by the original installer (or by hand): its fields (other keys too) become the installer's
+        take_over(secrets, live["metadata"], "v1")
     body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or layout.type,
             "metadata": {"name": layout.secret, "namespace": namespace, "labels": wanted},
-            "data": layout.to_secret(data)}
+            "data": {**(live.get("data") or {}), **layout.to_secret(data)}}
     secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
                               force_conflicts=True)
     return CertOutcome(True, reason or "labelled", base64.b64encode(data["ca.crt"]).decode())

@@ -24,6 +24,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from installer.adoption import take_over
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "kubesphere-secret"
@@ -132,9 +133,11 @@ def ensure_core_secret(api: client.ApiClient, namespace: str, module: str, jwt_s
     outcome.changed_keys = sorted(k for k in data if current.get(k) != data[k]) if live else []
     live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
     if live is None or outcome.changed_keys or not labels.items() <= live_labels.items():
+        if live is not None:  # made by the original installer: its fields (other keys too) become the installer's
+            take_over(secrets_api, live["metadata"], "v1")
         body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                 "metadata": {"name": SECRET_NAME, "namespace": namespace, "labels": labels},
-                "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+                "data": {k: base64.b64encode(v.encode()).decode() for k, v in {**current, **data}.items()}}
         secrets_api.server_side_apply(body=body, name=SECRET_NAME, namespace=namespace,
                                       field_manager=FIELD_MANAGER, force_conflicts=True)
 

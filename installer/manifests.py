@@ -30,6 +30,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer import yaml_c
+from installer.adoption import legacy_entries, take_over
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 Obj = dict[str, Any]
@@ -135,6 +136,8 @@ class ApplyResult:
     changed: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    """Objects the original installer made whose fields this apply took over (installer.adoption)."""
     applied_refs: list[Ref] = field(default_factory=list)
     deleted_refs: list[Ref] = field(default_factory=list)
 
@@ -260,9 +263,13 @@ class Manifests:
                     result.applied_refs.append(ref_of(obj))
                 continue
             try:
-                after = json.loads(res.server_side_apply(
-                    body=body, name=meta["name"], namespace=meta.get("namespace"), field_manager=FIELD_MANAGER,
-                    force_conflicts=True, serialize=False).data)
+                after = self._server_side_apply(res, body)
+                if before is None and adopt and legacy_entries(after["metadata"]):
+                    # Made by the original installer (kubectl, Helm): its fields become the installer's, and the
+                    # apply again removes those it no longer sets (installer.adoption).
+                    take_over(res, after["metadata"], obj["apiVersion"])
+                    after = self._server_side_apply(res, body)
+                    result.adopted.append(ident(obj))
             except ApiException as exc:
                 raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
             result.applied.append(ident(obj))
@@ -280,6 +287,12 @@ class Manifests:
             for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
                 self._remove(obj, result, purge=False)
         return result
+
+    def _server_side_apply(self, res: Any, body: Obj) -> Obj:
+        meta = body["metadata"]
+        return json.loads(res.server_side_apply(body=body, name=meta["name"], namespace=meta.get("namespace"),
+                                                field_manager=FIELD_MANAGER, force_conflicts=True,
+                                                serialize=False).data)
 
     def _versions(self, res: Any) -> dict[tuple[str, str], Obj]:
         """``(namespace, name)`` → metadata of this module's objects of one kind (one metadata-only list)."""

@@ -16,6 +16,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from installer.adoption import take_over
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 
@@ -56,6 +57,8 @@ def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: 
     live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
     outcome.labelled = live is not None and not labels.items() <= live_labels.items()
     if outcome.changed:
+        if live is not None:  # made by the original installer (or by hand): its fields become the installer's
+            take_over(secrets_api, live["metadata"], "v1")
         body = {"apiVersion": "v1", "kind": "Secret", "type": (live or {}).get("type") or "Opaque",
                 "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data}
         secrets_api.server_side_apply(body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER,

@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from installer import KS_VERSION
+from installer.adoption import Takeover
 from installer.cc_events import CcEvents
 from installer.cluster import ClusterConfigurations, cluster_facts
 from installer.config import SpecError
@@ -121,9 +122,12 @@ class ModuleRuns(Events):
                  welcome: WelcomeStep) -> None:
         self.store, self.records, self.plan, self.report, self.welcome = store, records, plan, report, welcome
         self.outcomes: dict[str, RunOutcome] = {}
+        self.takeover = Takeover(store.core.api_client)
 
     def started(self, step: Step) -> None:
         self._intend(step, "running")
+        if step.action == Action.INSTALL:
+            self.takeover.before(step.module)
         self.report.started(step)
 
     def finished(self, step: Step, outcome: RunOutcome) -> None:
@@ -137,6 +141,9 @@ class ModuleRuns(Events):
             record = Record(step.module, step.hash, step.inputs, now_rfc3339(), INSTALLER_VERSION, outcome.inventory)
             self.store.save(record)
             self.records[step.module] = record
+            self.takeover.after(step.module)  # the original's Helm releases it took over are retired
+        if len(self.outcomes) == len(self.plan.runnable):
+            self.takeover.report(self.report.status)  # what no module took over: status.adoption
         self.report.finished(step, outcome)
         if outcome.ok and step.action != Action.UNINSTALL:
             self.maybe_welcome()

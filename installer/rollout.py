@@ -25,8 +25,10 @@ def _config_hash(dep: Any) -> str | None:
 
 
 def roll(api: client.ApiClient, namespace: str, names: list[str], value: str, wait: bool = True,
-         timeout: float = 600) -> tuple[list[str], list[str]]:
-    """Set the config-hash annotation to ``value`` on the named Deployments; return (rolled, missing)."""
+         timeout: float = 600, keep_unstamped: bool = False) -> tuple[list[str], list[str]]:
+    """Set the config-hash annotation to ``value`` on the named Deployments; return (rolled, missing).
+    ``keep_unstamped``: what they read is in place as it was, so Deployments that never had the annotation (made by
+    the original installer, their pods started with it) are left as they are."""
     dyn = DynamicClient(api)
     res = dyn.resources.get(api_version="apps/v1", kind="Deployment")
     rolled, missing = [], []
@@ -35,6 +37,8 @@ def roll(api: client.ApiClient, namespace: str, names: list[str], value: str, wa
             dep = res.get(name=name, namespace=namespace)
         except NotFoundError:
             missing.append(name)
+            continue
+        if _config_hash(dep) is None and keep_unstamped:
             continue
         if _config_hash(dep) != value:
             res.patch(body={"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: value}}}}}, name=name,

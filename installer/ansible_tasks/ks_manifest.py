@@ -45,4 +45,5 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     result.record()
     return {"changed": bool(result.changed or result.deleted), "applied": result.applied,
-            "updated": result.changed, "deleted": result.deleted, "kept": result.kept}
+            "updated": result.changed, "deleted": result.deleted, "kept": result.kept,
+            "adopted": result.adopted}

@@ -1,0 +1,209 @@
+"""Taking over a cluster that ks-installer v3.4.1 installed: the installer manifest applied over it, the cc kept,
+the first reconcile takes every module's objects over in place (installer.adoption)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+from simcluster import SimCluster, tool_path
+from v341_cluster import LEFTOVER, UNKNOWN_RELEASE, V341Cluster, build
+
+from installer.adoption import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
+from installer.manifests import ident
+from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
+from installer.state import StateStore
+
+from .conftest import PLATFORM, Installer, stored_state
+
+pytestmark = pytest.mark.cluster
+
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+HELM_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
+
+
+def live(api: client.ApiClient, ref: tuple[str, str, str, str]) -> Any:
+    api_version, kind, namespace, name = ref
+    return DynamicClient(api).resources.get(api_version=api_version, kind=kind).get(
+        name=name, namespace=namespace or None)
+
+
+def revisions(api: client.ApiClient, made: V341Cluster) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Each workload's generation and the names of its ReplicaSets / ControllerRevisions (a rollout adds one)."""
+    apps = client.AppsV1Api(api)
+    out = {}
+    for key, ref in made.refs.items():
+        if ref[1] not in WORKLOADS:
+            continue
+        obj = live(api, ref)
+        children = (apps.list_namespaced_replica_set(ref[2]).items if ref[1] == "Deployment"
+                    else apps.list_namespaced_controller_revision(ref[2]).items)
+        names = tuple(sorted(c.metadata.name for c in children
+                             if any(o.uid == obj.metadata.uid for o in c.metadata.owner_references or [])))
+        out[key] = (obj.metadata.generation, names)
+    return out
+
+
+def secret_value(api: client.ApiClient, namespace: str, name: str, key: str) -> str:
+    data = client.CoreV1Api(api).read_namespaced_secret(name, namespace).data or {}
+    return base64.b64decode(data[key]).decode()
+
+
+def helm_list(sim: SimCluster, work: Path) -> list[str]:
+    env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig), "HELM_CACHE_HOME": str(work),
+           "HELM_CONFIG_HOME": str(work), "HELM_DATA_HOME": str(work)}
+    proc = subprocess.run([str(tool_path("helm")), "list", "-A", "-q"], capture_output=True, text=True, env=env,
+                          timeout=60, check=True)
+    return sorted(proc.stdout.split())
+
+
+def fresh(api: client.ApiClient) -> bool:
+    """Whether the cluster holds nothing of KubeSphere yet (no earlier test installed into it)."""
+    names = {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
+    crds = client.ApiextensionsV1Api(api).list_custom_resource_definition(label_selector=MODULE_LABEL).items
+    return not crds and not names & {"kubesphere-controls-system", "kubesphere-monitoring-system"}
+
+
+@pytest.fixture
+def cluster(installer: Installer, sim_cluster: SimCluster, tmp_path: Path) -> Iterator[tuple[Installer, SimCluster]]:
+    """The installer with no state over a cluster without KubeSphere: the test's own cluster when an earlier test
+    installed into this one (its objects would not be the original's)."""
+    if fresh(installer.api):
+        yield installer, sim_cluster
+        _forget_extras(sim_cluster, tmp_path)
+        return
+    with SimCluster(tmp_path / "sim", die_with_parent=True) as sim:
+        sim.kubectl("apply", "-f", str(sim_cluster.state_dir / "installer-crd.yaml"))
+        sim.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+        api = config.new_client_from_config(config_file=str(sim.kubeconfig))
+        try:
+            yield Installer(api, str(sim.kubeconfig), tmp_path / "results"), sim
+        finally:
+            api.close()
+
+
+def _forget_extras(sim: SimCluster, work: Path) -> None:
+    """What no module owns, from the shared cluster: the unknown release (and its object) and the leftover."""
+    env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig), "HELM_CACHE_HOME": str(work / "helm"),
+           "HELM_CONFIG_HOME": str(work / "helm"), "HELM_DATA_HOME": str(work / "helm")}
+    subprocess.run([str(tool_path("helm")), "uninstall", UNKNOWN_RELEASE[0], "-n", UNKNOWN_RELEASE[1]],
+                   env=env, capture_output=True, timeout=60, check=False)
+    sim.kubectl("delete", "configmap", "-n", NAMESPACE, LEFTOVER["metadata"]["name"], "--ignore-not-found",
+                check=False)
+
+
+def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, SimCluster], tmp_path: Path) -> None:
+    installer, sim_cluster = cluster
+    begin = time.monotonic()
+    made = build(installer, sim_cluster, tmp_path / "v341")
+    built = time.monotonic() - begin
+    api = installer.api
+    assert helm_list(sim_cluster, tmp_path / "helm") == sorted(["ks-core", "ks-openldap", "notification-manager",
+                                                                "snapshot-controller", "extra-dashboards"])
+    workloads = revisions(api, made)
+    legacy_before = {k for k, ref in made.refs.items() if _legacy(live(api, ref).to_dict()["metadata"])}
+
+    # The reconcile (as reconcile_ok, keeping its log): every enabled module runs, as plan says.
+    planned = installer.planned()
+    begin = time.monotonic()
+    proc = installer.reconcile()
+    took = time.monotonic() - begin
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert installer.ran(proc) == planned
+    log = proc.stderr
+    enabled = set(PLATFORM) | {"redis", "openldap"}
+    assert set(planned) == enabled
+
+    # Ready, every enabled module recorded.
+    assert installer.condition("Ready")["status"] == "True", installer.condition("Ready")
+    assert enabled <= set(stored_state(installer))
+
+    # Nothing deleted (every object the original made is the same object), no pod restarted.
+    gone = sorted(k for k, uid in made.objects.items() if _uid(api, made.refs[k]) != uid)
+    assert gone == []
+    after = revisions(api, made)
+    # A rollout makes a ReplicaSet (ControllerRevision); a StatefulSet's or DaemonSet's generation moves only with
+    # its spec. A Deployment's also moves with its annotations (Kubernetes copies them to its ReplicaSets): the
+    # last-applied and Helm annotations removed, the installer's added.
+    restarted = sorted(k for k in workloads if after[k][1] != workloads[k][1]
+                       or (not k.startswith("Deployment/") and after[k][0] != workloads[k][0]))
+    assert restarted == [], {k: (workloads[k], after[k]) for k in restarted}
+
+    # Adopted objects (what each module's run applied, and its generated Secrets): labelled, the original's
+    # managers' fields moved to the installer and pruned. What a module leaves to the cluster stays as it was
+    # (preinstall: the VolumeSnapshot CRDs, which it applies only when the cluster has none).
+    records, _ = StateStore(api).load()
+    report: dict[str, dict[str, int]] = {}
+    for module, keys in made.adopted.items():
+        inventory = {ident({"kind": k, "metadata": {"namespace": ns, "name": n}})
+                     for _, k, ns, n in records[module].inventory}
+        pruned = left = 0
+        for key in keys:
+            obj = live(api, made.refs[key]).to_dict()
+            meta = obj["metadata"]
+            labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+            managers = {e["manager"] for e in meta.get("managedFields") or []}
+            if key not in inventory and not (obj["kind"] == "Secret" and labels.get(MODULE_LABEL) == module):
+                assert MODULE_LABEL not in labels and managers & LEGACY_MANAGERS, (key, labels, managers)
+                left += 1
+                continue
+            assert labels.get(MODULE_LABEL) == module, (key, labels)
+            assert LAST_APPLIED not in annotations, key
+            assert labels.get(HELM_LABEL[0]) != HELM_LABEL[1], key
+            assert not set(HELM_ANNOTATIONS) & set(annotations), key
+            assert FIELD_MANAGER in managers and not managers & LEGACY_MANAGERS, (key, managers)
+            pruned += key in legacy_before
+        report[module] = {"adopted": len(keys) - left, "pruned": pruned, "left": left}
+
+    # Helm: the original's releases retired, the unknown one left.
+    assert helm_list(sim_cluster, tmp_path / "helm") == ["extra-dashboards"]
+    for release, namespace in made.releases.items():
+        if release != "extra-dashboards":
+            line = f"Retired Helm release {namespace}/{release}: its objects now belong to module "
+            assert line in log, line
+    # Credentials: the original's values, and OpenLDAP's directory password.
+    assert secret_value(api, NAMESPACE, "kubesphere-secret", "secret") == \
+        made.credentials["kubesphere-system/kubesphere-secret"]["secret"]
+    assert secret_value(api, NAMESPACE, "redis-secret", "auth") == \
+        made.credentials["kubesphere-system/redis-secret"]["auth"]
+    for ref, values in made.credentials.items():
+        namespace, name = ref.split("/")
+        if "ca.crt" in values:
+            data = client.CoreV1Api(api).read_namespaced_secret(name, namespace).data
+            assert data["ca.crt"] == values["ca.crt"], ref
+    assert secret_value(api, NAMESPACE, "openldap-secret", "password") == "admin"
+    assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in log
+    assert "[ks-core] kept the credentials that were there: Secret/kubesphere-system/kubesphere-secret" in log
+    assert made.credentials["kubesphere-system/redis-secret"]["auth"] not in log
+
+    # What no module makes: logged and in status.adoption, not deleted.
+    adoption = installer.status()["adoption"]
+    assert made.leftover in adoption["unadopted"], adoption
+    assert "ConfigMap/kubesphere-monitoring-system/extra-dashboards" in adoption["unadopted"]
+    assert adoption["helmReleases"] == [made.unknown_release]
+    assert made.leftover in log and made.unknown_release in log
+
+    print(f"\nfixture {built:.0f}s ({made.seconds}), reconcile {took:.0f}s; restarted {len(restarted)} of "
+          f"{len(workloads)} workloads; releases retired: {sorted(set(made.releases) - {UNKNOWN_RELEASE[0]})}")
+    for module, counts in sorted(report.items()):
+        print(f"  {module}: {counts['adopted']} objects adopted, {counts['pruned']} had the original's fields pruned, "
+              f"{counts['left']} left to the cluster")
+
+
+def _legacy(meta: dict[str, Any]) -> bool:
+    return any(e.get("manager") in LEGACY_MANAGERS for e in meta.get("managedFields") or [])
+
+
+def _uid(api: client.ApiClient, ref: tuple[str, str, str, str]) -> str | None:
+    try:
+        return live(api, ref).metadata.uid
+    except Exception:
+        return None
