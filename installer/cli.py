@@ -41,8 +41,9 @@ from installer.lease import LeaseHeld
 from installer.manifests import api_reason
 from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
-from installer.plan import Plan, build_plan, records_for
-from installer.reconcile import REPAIR_STATE, STATE_UNREADABLE, Planned, Reconciler, check_drift, unreadable_state
+from installer.plan import Plan, records_for
+from installer.planning import REPAIR_STATE, STATE_TOO_NEW, STATE_UNREADABLE, Planned, plan_cc, unreadable_state
+from installer.reconcile import Reconciler, check_drift
 from installer.state import StateStore
 
 
@@ -152,12 +153,16 @@ def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, P
         return files_digest(m, settings.playbooks_dir, settings.roles_dir)
 
     last = _valid(_load_spec(args.last_applied), None, args.last_applied).spec if args.last_applied else None
-    desired = _valid(_load_spec(args.desired), last, args.desired)
+    planned = plan_cc({"spec": _load_spec(args.desired)}, records_for(last, files) if last else {}, last, files,
+                      force=args.all)
+    if planned.errors:
+        raise UsageError(_invalid(args.desired, planned.errors))
+    assert planned.plan is not None and planned.prepared is not None
+    desired = planned.prepared
     caveat = offline_caveat(last, desired.spec)
     if caveat:
         desired = dataclasses.replace(desired, warnings=[*desired.warnings, caveat])
-    return build_plan(desired.spec, records_for(last, files) if last else {}, files, force=args.all,
-                      plain=desired.plain, kept=desired.kept), desired
+    return planned.plan, desired
 
 
 def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
@@ -174,6 +179,8 @@ def _planned(planned: Planned) -> Planned:
     """``planned``, or the error the reconcile would report for it (the state, or the spec)."""
     if planned.reason == STATE_UNREADABLE:
         raise UsageError(f"{unreadable_state(planned)}. {REPAIR_STATE}")
+    if planned.reason == STATE_TOO_NEW:
+        raise UsageError(planned.errors[0].message)
     if planned.errors:
         raise UsageError(_invalid("the cc spec", planned.errors))
     return planned

@@ -347,6 +347,8 @@ def test_state_of_an_older_installer_moves_forward_and_a_newer_ones_is_refused(i
     assert "written by ks-installer 9.9.9 in state format 3" in stalled["message"]
     assert "a downgrade is refused" in stalled["message"] and "a downgrade is refused" in proc.stderr
     assert stored_state(installer)["_format"] == 3  # left as the newer installer wrote it
+    shown = installer.cli("plan")
+    assert shown.returncode == 2 and "a downgrade is refused" in shown.stderr and "Traceback" not in shown.stderr
 
 
 @pytest.mark.platform
