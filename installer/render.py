@@ -37,7 +37,8 @@ GENERATORS = ("ks_core_secret", "ks_random_secret", "ks_webhook_cert")
 
 #: What ``ks_info`` answers offline, by kind: one control-plane node, a default StorageClass, the namespaces every
 #: cluster has, the Secrets and Endpoints the modules read or wait for (ks-core's generated JWT key and token as
-#: ``(generated)``), and ks-core's rule-group CRD, Established.
+#: ``(generated)``), ks-core's rule-group CRD and the prometheus-operator CRDs monitoring (always on) installs,
+#: Established.
 WORLD: dict[str, list[dict[str, Any]]] = {
     "Secret": [{"metadata": {"name": "kubesphere-secret", "namespace": "kubesphere-system"},
                 "data": {"secret": "KGdlbmVyYXRlZCk=", "token": "KGdlbmVyYXRlZCk="}},
@@ -53,8 +54,12 @@ WORLD: dict[str, list[dict[str, Any]]] = {
                    "subsets": [{"addresses": [{"ip": "10.0.0.2"}], "ports": [{"port": 8443}]}]},
                   {"metadata": {"name": "kubefed-admission-webhook", "namespace": "kube-federation-system"},
                    "subsets": [{"addresses": [{"ip": "10.0.0.3"}], "ports": [{"port": 8443}]}]}],
-    "CustomResourceDefinition": [{"metadata": {"name": "globalrulegroups.alerting.kubesphere.io"},
-                                  "status": {"conditions": [{"type": "Established", "status": "True"}]}}],
+    "CustomResourceDefinition": [{"metadata": {"name": name},
+                                  "status": {"conditions": [{"type": "Established", "status": "True"}]}}
+                                 for name in ("globalrulegroups.alerting.kubesphere.io",
+                                              *(f"{plural}.monitoring.coreos.com" for plural in (
+                                                  "servicemonitors", "podmonitors", "prometheusrules",
+                                                  "thanosrulers")))],
 }
 #: The cluster facts (installer.cluster.cluster_facts) of the offline world.
 OFFLINE_FACTS: dict[str, Any] = {"kubernetes_version": "v1.27.2", "nodeNum": 1, "ks_master_num": 1,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.render_plugins._recorder import Recorder, plain, world
+from installer.render_plugins._recorder import Recorder, plain, with_generated, world
 
 
 def _from_world(objects: dict[str, list[dict[str, Any]]], params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,7 +40,7 @@ class ActionModule(Recorder):
     def answer(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         offline = world()
         if offline is not None:
-            return {"resources": _from_world(offline, params)}, None
+            return {"resources": with_generated(self.host, plain(params), _from_world(offline, params))}, None
         from installer.ansible_tasks import TaskFailed, ks_info
 
         args = {key: spec.get("default") for key, spec in ks_info.ARGUMENT_SPEC.items()} | plain(params)
@@ -52,4 +52,4 @@ class ActionModule(Recorder):
             assumed = _assumed_ready(args)
             if assumed:
                 return {"resources": assumed}, {"assumed_ready": True}
-        return {"resources": resources}, None
+        return {"resources": with_generated(self.host, args, resources)}, None

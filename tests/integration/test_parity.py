@@ -18,6 +18,7 @@ import contextlib
 import copy
 import json
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,13 +35,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from parity_content import Facts, cluster_facts, compare
+from render_check import render_differences
 
 from installer.modules import MODULES
 from installer.settings import MODULE_LABEL
 from installer.spec import merge
 from installer.status import condition_of
 
-from .conftest import Installer, _reset
+from .conftest import Installer, _reset, stored_state
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -126,6 +128,8 @@ class Snapshot:
     crds: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Every CRD as the API server serves it, by name."""
     content: dict[str, Facts] = field(default_factory=dict)
+    render: dict[str, list[str]] = field(default_factory=dict)
+    """Per module, where ``plan --objects --desired`` and the cluster disagree (tests/render_check.py)."""
     """``ref`` → content facts (tests/parity_content.py) of every labelled object of the compared kinds."""
 
 
@@ -183,6 +187,10 @@ def snapshot(installer: Installer, group: str) -> Snapshot:
         snap.crds = {c.metadata.name: installer.api.sanitize_for_serialization(c)
                      for c in client.ApiextensionsV1Api(installer.api).list_custom_resource_definition().items}
         snap.content = cluster_facts(dyn)
+        if snap.failure is None:
+            with tempfile.TemporaryDirectory() as tmp:
+                snap.render = render_differences(installer.api, installer.environ(), Path(tmp), installer.cc()["spec"],
+                                                 stored_state(installer), sorted(EVERY_MODULE), digests=False)
     return snap
 
 
@@ -218,6 +226,15 @@ def test_one_change_reconciles(snapshots: Snapshots, group: str) -> None:
     snap = snapshots[group]
     print(f"reconcile '{group}': {snap.seconds:.0f}s")
     assert snap.failure is None, f"the '{group}' reconcile ({snap.seconds:.0f}s) did not succeed: {snap.failure}"
+
+
+def test_offline_render_is_what_every_module_applied(snapshots: Snapshots) -> None:
+    """One render path: ``plan --objects --desired`` renders, offline, exactly the objects every module applied (what
+    they hold is compared for the default modules in test_plan_objects: here several embed credentials the cluster
+    generated, or sizes read back from their live volumes)."""
+    snap = snapshots["all"]
+    assert snap.failure is None, snap.failure
+    assert not snap.render, "\n" + "".join(f"{m}: {p}\n" for m, problems in snap.render.items() for p in problems)
 
 
 # The additive group first: the second reconcile changes what the first one checked.

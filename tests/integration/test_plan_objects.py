@@ -13,23 +13,12 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from cluster_objects import delete_quietly
 from installer_state import cc_with
 from kubernetes import client
-from kubernetes.dynamic import DynamicClient
-
-from installer import KS_VERSION
-from installer.cluster import cluster_facts
-from installer.config import prepare
-from installer.modules import switch_paths
-from installer.object_plan import offline_plan, redacted_manifest
-from installer.render import WORLD, render_modules
-from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
-from installer.version import INSTALLER_VERSION
+from render_check import render_differences
 
 from .conftest import PLATFORM, Installer, between_cleanups, stored_state
 
@@ -115,59 +104,14 @@ def test_disabling_a_module_lists_its_objects_deleted_and_its_volume_kept(platfo
     assert before - set(installer.module_objects().get("redis", {})) == set(by_action["delete"])
 
 
-def _ref(m: dict[str, Any]) -> tuple[str, str, str, str]:
-    return m["apiVersion"], m["kind"], m["metadata"].get("namespace") or "", m["metadata"]["name"]
-
-
-def _offline(installer: Installer, tmp_path: Path, spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Module → the manifests ``plan --objects --desired`` (no cluster: no kubeconfig) renders for ``spec``."""
-    cc = tmp_path / "cc.yaml"
-    cc.write_text(yaml.safe_dump({**cc_with(), "spec": spec}))
-    rc, out, err, seconds = plan_objects(installer, "--desired", str(cc), "-o", "yaml")
-    print(f"plan --objects --desired (offline, {len(spec)} spec keys): {seconds:.1f}s")
-    assert rc == 1, err[-3000:]
-    out_by_module: dict[str, list[dict[str, Any]]] = {}
-    for doc in yaml.safe_load_all(out):
-        out_by_module.setdefault(doc["metadata"]["labels"][MODULE_LABEL], []).append(doc)
-    return out_by_module
-
-
 def test_offline_render_is_what_each_module_applied(platform_only: Installer, tmp_path: Path) -> None:
-    """Each installed module's recorded inventory holds exactly the objects the offline render (``plan --objects
-    --desired``) names, but the namespaces that exist on every cluster (a module labels them, it does not own them);
-    and the offline render with the cluster's facts (node count, version: an offline render cannot know them) makes
-    of each object the manifest whose digest the cluster's copy carries, but those that hold a credential the
-    cluster generated (a JWT key, a CA bundle)."""
+    """The default modules and redis: the offline render is what they applied (tests/render_check.py; every module
+    is checked after test_parity's all-modules install)."""
     installer = platform_only
     installer.apply_cc(common__redis={"enabled": True})
     assert "redis" in installer.reconcile_ok()
-    spec = installer.cc()["spec"]
-    rendered = _offline(installer, tmp_path, spec)
-    state = stored_state(installer)
-    preexisting = {n["metadata"]["name"] for n in WORLD["Namespace"]}
-    modules = (*sorted(PLATFORM), "redis")
-    for module in modules:
-        owned = [m for m in rendered[module] if not (m["kind"] == "Namespace" and m["metadata"]["name"] in preexisting)]
-        applied = {_ref(m) for m in owned if APPLIED_ANNOTATION in m["metadata"].get("annotations", {})}
-        inventory = {tuple(r) for r in state[module]["inventory"]}
-        # Every applied object is in the inventory; so may be the Secrets the module's generators write.
-        assert applied <= inventory <= {_ref(m) for m in owned}, module
-
-    prepared = prepare(spec, None, switch_paths())
-    variables = {**prepared.spec, **cluster_facts(installer.api), "ks_version": KS_VERSION,
-                 "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NS}
-    with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "playbooks",
-                                             REPO / "roles", world=WORLD), dict.fromkeys(modules, "install"))
-    dyn = DynamicClient(installer.api)
-    for module in with_facts.modules:
-        differ = []
-        for m in module.manifests:
-            if APPLIED_ANNOTATION not in m["metadata"].get("annotations", {}) or "(generated)" in json.dumps(
-                    redacted_manifest(m)) or (m["kind"] == "Namespace" and m["metadata"]["name"] in preexisting):
-                continue
-            live = dyn.resources.get(api_version=m["apiVersion"], kind=m["kind"]).get(
-                name=m["metadata"]["name"], namespace=m["metadata"].get("namespace"))
-            if (live.metadata.annotations or {}).get(APPLIED_ANNOTATION) != m["metadata"]["annotations"][
-                    APPLIED_ANNOTATION]:
-                differ.append("/".join(_ref(m)[1:]))
-        assert not differ, f"{module.module}: the offline render differs from what was applied: {differ}"
+    started = time.monotonic()
+    differences = render_differences(installer.api, installer.environ(), tmp_path, installer.cc()["spec"],
+                                     stored_state(installer), [*sorted(PLATFORM), "redis"])
+    print(f"offline render of {len(PLATFORM) + 1} modules, twice, compared: {time.monotonic() - started:.1f}s")
+    assert not differences, differences
