@@ -11,8 +11,14 @@ shell-operator runs it:
 3. full install against the critical path of the module DAG (each module's measured duration, from the run's
    timeline), and when the welcome box appeared against when the slowest module finished.
 4. per module: the Ansible overhead, playbook wall time minus the time its tasks took.
+5. ``--scale 3,100,500``: the same cluster grown to each node count (kwok Nodes with InternalIPs in
+   :data:`SCALE_NODES`, a range the bench routes to this machine's loopback for its run, so local by construction)
+   with ``--namespaces`` extra namespaces (2,000 by default): per size the no-op event, the schedule tick, the
+   drift check of every installed module and a one-module toggle, and each against the smallest size (goal <=
+   1.2x).
 
     .venv/bin/python hack/bench.py [--rounds 3] [--module metrics_server]
+    .venv/bin/python hack/bench.py --scale 3,100,500 [--namespaces 2000]
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simcluster import SimCluster
+from simcluster import SimCluster, add_local_route, node_manifest, remove_local_route, versions
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -39,6 +45,8 @@ from installer.settings import NAMESPACE, STATE_SECRET  # noqa: E402
 from installer.spec import nested  # noqa: E402
 
 HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
+SCALE_NODES = "172.30.0.0/16"
+"""The extra Nodes' InternalIPs (not loopback's 127/8: an Endpoints address may not be a loopback one)."""
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -113,11 +121,94 @@ def _positive(text: str) -> int:
     return value
 
 
+def grow(bench: Bench, nodes: int, namespaces: int) -> None:
+    """Add kwok Nodes up to ``nodes`` (InternalIPs in :data:`SCALE_NODES`) and ``namespaces`` empty namespaces."""
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(str(bench.cluster.kubeconfig)))
+    have = {n.metadata.name for n in core.list_node().items}
+    kubelet = versions()["KUBERNETES_VERSION"]
+    for i in range(len(have), nodes):
+        name = f"scale-node-{i:04d}"
+        if name not in have:
+            node = node_manifest(name, f"172.30.{i // 250}.{i % 250 + 1}", False, kubelet)
+            # Only what tolerates every taint (DaemonSets like node-exporter) runs there: a Deployment's pods stay
+            # on the cluster's own nodes, where the simulated backends (metrics-server's API) listen.
+            node["spec"] = {"taints": [{"key": "ks-bench/scale", "value": "true", "effect": "NoSchedule"}]}
+            core.create_node(node)
+    deadline = time.monotonic() + 300
+    while sum(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+              for n in core.list_node().items) < nodes:  # the node count is an input (replicas follow it)
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the {nodes} nodes did not become Ready in 300s")
+        time.sleep(1)
+    existing = {n.metadata.name for n in core.list_namespace().items}
+    for i in range(namespaces):
+        if (name := f"scale-ns-{i:04d}") not in existing:
+            core.create_namespace({"metadata": {"name": name}})
+
+
+def scale(args: argparse.Namespace) -> int:
+    """Per cluster size: no-op event, schedule tick, drift check and toggle, and their ratio to the first size."""
+    sizes = [int(n) for n in args.scale.split(",")]
+    if not add_local_route(SCALE_NODES):
+        raise SystemExit(f"cannot route {SCALE_NODES} to this machine (needs CAP_NET_ADMIN): no node may be off it")
+    try:
+        return _scale(args, sizes)
+    finally:
+        remove_local_route(SCALE_NODES)
+
+
+def _scale(args: argparse.Namespace, sizes: list[int]) -> int:
+    figures: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
+                                                                              die_with_parent=True) as cluster:
+        bench = Bench(cluster, Path(tmp) / "kubesphere")
+        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
+        cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+        bench.hook()
+        switch = by_name()[args.module].enabled.paths[0]
+        for size in sizes:
+            grow(bench, size, args.namespaces if size != sizes[0] else 0)
+            bench.hook()  # settle whatever the growth changed (none of the installer's inputs)
+            noop, tick, drift, toggle = [], [], [], []
+            for i in range(args.rounds):
+                bench.patch({"common": {"redis": {"volumeSize": None if i % 2 else "2Gi"}}})
+                seconds, log = bench.hook(SPEC_BINDING)
+                assert ran(log) == 0 and "Settled from shell-operator's snapshots" in log, log
+                noop.append(seconds)
+                tick.append(bench.hook(SCHEDULE_BINDING)[0])
+                seconds, log = timed([sys.executable, "-m", "installer", "reconcile", "--check-drift"], bench.env)
+                assert ran(log) == 0, log
+                drift.append(seconds)
+                bench.patch(nested(switch, True))
+                seconds, log = bench.hook()
+                assert ran(log) == 1, log
+                toggle.append(seconds)
+                bench.patch(nested(switch, False))
+                bench.hook()
+            figures[size] = {"no-op event": statistics.median(noop), "schedule tick": statistics.median(tick),
+                             "drift check": statistics.median(drift),
+                             f"toggle {args.module}": statistics.median(toggle)}
+            print(f"{size} nodes: " + ", ".join(f"{k} {v:.3f}s" for k, v in figures[size].items()), flush=True)
+    base = figures[sizes[0]]
+    print(f"\n{'figure':<24}" + "".join(f"{s:>10} nodes" for s in sizes) + "   ratio (goal <= 1.2)")
+    for key in base:
+        ratio = figures[sizes[-1]][key] / base[key]
+        print(f"{key:<24}" + "".join(f"{figures[s][key]:15.3f}" for s in sizes) + f"   {ratio:.2f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=_positive, default=3)
     parser.add_argument("--module", default="metrics_server", help="module to switch on for the toggle figure")
+    parser.add_argument("--scale", help="node counts, e.g. 3,100,500: the cluster-size figures instead")
+    parser.add_argument("--namespaces", type=int, default=2000, help="extra namespaces beyond the first size")
     args = parser.parse_args()
+    if args.scale:
+        return scale(args)
     with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
                                                                               die_with_parent=True) as cluster:
         bench = Bench(cluster, Path(tmp) / "kubesphere")
