@@ -44,9 +44,11 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 HELM_LABEL = ("app.kubernetes.io/managed-by", "Helm")
 JSON_PATCH = "application/json-patch+json"
 
-#: The original's Helm releases, ``(namespace, release)`` → the module that makes their objects now.
+#: The original's Helm releases, ``(namespace, release)`` → the module that makes their objects now (and those of
+#: older installers it may have left: metrics-server's, KubeEdge's chart 0.1.0 ``kubeedge``).
 RELEASES: dict[tuple[str, str], str] = {
     ("kube-system", "snapshot-controller"): "preinstall",
+    ("kube-system", "metrics-server"): "metrics_server",
     ("kubesphere-system", "ks-core"): "ks-core",
     ("kubesphere-system", "ks-redis"): "redis",
     ("kubesphere-system", "ks-openldap"): "openldap",
@@ -67,6 +69,7 @@ RELEASES: dict[tuple[str, str], str] = {
     ("istio-system", "kiali-operator"): "servicemesh",
     ("kube-federation-system", "kubefed"): "multicluster",
     ("kubeedge", "cloudcore"): "edgeruntime",
+    ("kubeedge", "kubeedge"): "edgeruntime",
     ("gatekeeper-system", "gatekeeper"): "gatekeeper",
 }
 

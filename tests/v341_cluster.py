@@ -197,13 +197,14 @@ class Builder:
         self.installer.patch_status(status)
         return cc
 
-    def rendered(self, cc: dict[str, Any]) -> dict[str, list[Obj]]:
-        """Each planned module's objects, as its playbook renders them against this cluster."""
+    def rendered(self, cc: dict[str, Any], only: tuple[str, ...] = ()) -> dict[str, list[Obj]]:
+        """Each planned module's objects (``only`` those modules' when given), as its playbook renders them against
+        this cluster."""
         with _environ(self.installer.environ()):
             settings = Settings.from_env()
             planned = Reconciler(self.api, settings).plan(cc)
             assert planned.plan is not None and planned.prepared is not None, planned.errors
-            steps = planned.plan.runnable
+            steps = [s for s in planned.plan.runnable if not only or s.module in only]
             variables = {**planned.prepared.spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
                          "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
             out = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,

@@ -1,5 +1,6 @@
 """Taking over a cluster that ks-installer v3.4.1 installed: the installer manifest applied over it, the cc kept,
-the first reconcile takes every module's objects over in place (installer.adoption)."""
+the first reconcile takes every module's objects over in place (installer.adoption); and MinIO's release (the App
+Store's), whose fixed keys stay."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from kubernetes import client, config
 from kubernetes.dynamic import DynamicClient
 from simcluster import SimCluster, tool_path
-from v341_cluster import LEFTOVER, UNKNOWN_RELEASE, V341Cluster, build
+from v341_cluster import LEFTOVER, UNKNOWN_RELEASE, Builder, V341Cluster, build
 
 from installer.adoption import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
 from installer.manifests import ident
@@ -23,6 +24,7 @@ from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
 from installer.state import StateStore
 
 from .conftest import PLATFORM, Installer, stored_state
+from .test_minio import STORE, playbooks_without_core
 
 pytestmark = pytest.mark.cluster
 
@@ -207,3 +209,77 @@ def _uid(api: client.ApiClient, ref: tuple[str, str, str, str]) -> str | None:
         return live(api, ref).metadata.uid
     except Exception:
         return None
+
+
+#: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
+MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
+
+
+def _minio_absent(sim: SimCluster, work: Path) -> None:
+    """No release ks-minio, none of its objects (labelled or not), the PVC and the Secret included."""
+    env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig), "HELM_CACHE_HOME": str(work),
+           "HELM_CONFIG_HOME": str(work), "HELM_DATA_HOME": str(work)}
+    subprocess.run([str(tool_path("helm")), "uninstall", "ks-minio", "-n", NAMESPACE, "--wait"], env=env,
+                   capture_output=True, timeout=120, check=False)
+    for kind, name in (("job", "minio-make-bucket-job"), ("deployment", "minio"), ("service", "minio"),
+                       ("configmap", "minio"), ("serviceaccount", "ks-minio"), ("secret", "minio"), ("pvc", "minio")):
+        sim.kubectl("delete", kind, "-n", NAMESPACE, name, "--ignore-not-found", "--wait=false", check=False)
+
+
+@pytest.fixture
+def minio_release(installer: Installer, sim_cluster: SimCluster, tmp_path: Path) -> Iterator[Installer]:
+    """The platform (the ``platform`` marker) with the playbooks that MinIO needs none of doing nothing."""
+    _minio_absent(sim_cluster, tmp_path / "helm")
+    installer.env["KS_CONSOLE_TIMEOUT"] = "1"
+    installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_without_core(tmp_path))
+    yield installer
+    _minio_absent(sim_cluster, tmp_path / "helm")
+
+
+@pytest.mark.platform
+def test_minio_release_taken_over_with_its_fixed_keys(minio_release: Installer, sim_cluster: SimCluster,
+                                                      tmp_path: Path) -> None:
+    """The original's release ks-minio (the server, its volume, Secret minio with upstream's fixed keys; its bucket
+    Job was a hook, gone): the first install with the App Store keeps the keys and the objects, restarts nothing
+    and retires the release."""
+    installer, api = minio_release, minio_release.api
+    builder = Builder(installer, sim_cluster, tmp_path / "v341")
+    objects = [o for o in builder.rendered(installer.apply_cc(openpitrix=STORE), only=("minio",))["minio"]
+               if o["kind"] != "Job"]
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": "minio", "namespace": NAMESPACE},
+              "data": {k: base64.b64encode(v.encode()).decode() for k, v in MINIO_KEYS.items()}}
+    builder.helm_install("ks-minio", NAMESPACE, [*objects, secret])
+    refs = {ident(o): (o["apiVersion"], o["kind"], NAMESPACE, o["metadata"]["name"]) for o in [*objects, secret]}
+    uids = {key: live(api, ref).metadata.uid for key, ref in refs.items()}
+    deployment = uids["Deployment/kubesphere-system/minio"]
+    apps = client.AppsV1Api(api)
+    deadline = time.monotonic() + 60
+
+    def replica_sets() -> list[str]:
+        return sorted(r.metadata.name for r in apps.list_namespaced_replica_set(NAMESPACE).items
+                      if any(o.uid == deployment for o in r.metadata.owner_references or []))
+    while not replica_sets() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    before = replica_sets()
+    assert before
+
+    proc = installer.reconcile()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "minio" in installer.ran(proc)
+    log = proc.stderr
+    assert {k: secret_value(api, NAMESPACE, "minio", k) for k in MINIO_KEYS} == MINIO_KEYS
+    assert "[minio] kept the credentials that were there: Secret/kubesphere-system/minio (keys accesskey, " \
+           "secretkey)" in log
+    assert not [v for v in MINIO_KEYS.values() if v in log]
+    for key, ref in refs.items():
+        meta = live(api, ref).to_dict()["metadata"]
+        managers = {e["manager"] for e in meta.get("managedFields") or []}
+        assert meta["uid"] == uids[key], key
+        assert (meta.get("labels") or {}).get(MODULE_LABEL) == "minio", (key, meta.get("labels"))
+        assert not set(HELM_ANNOTATIONS) & set(meta.get("annotations") or {}), key
+        assert FIELD_MANAGER in managers and not managers & LEGACY_MANAGERS, (key, managers)
+    assert replica_sets() == before  # the server was not restarted
+    assert client.BatchV1Api(api).read_namespaced_job("minio-make-bucket-job", NAMESPACE).status.succeeded == 1
+    assert "ks-minio" not in helm_list(sim_cluster, tmp_path / "helm")
+    assert "Retired Helm release kubesphere-system/ks-minio: its objects now belong to module minio" in log

@@ -1,14 +1,16 @@
-"""The metrics_server module (role metrics-server) through the engine on the simulated cluster: an old Helm
-release is removed first, readiness is the APIService Available as the API server itself reports it (the sim
-runs the real metrics-server binary, see hack/simcluster.py), a server the API server cannot reach ends in a
-failed phase that quotes its reason, uninstall removes the APIService before anything else (API discovery keeps
-working), and re-enabling installs it again."""
+"""The metrics_server module (role metrics-server) through the engine on the simulated cluster: readiness is the
+APIService Available as the API server itself reports it (the sim runs the real metrics-server binary, see
+hack/simcluster.py), a server the API server cannot reach ends in a failed phase that quotes its reason, uninstall
+removes the APIService before anything else (API discovery keeps working), and re-enabling installs it again. An
+old Helm release ``metrics-server`` is taken over in place (installer.adoption): same objects, no rollout, the
+release retired."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,14 @@ import yaml
 from installer_state import cc_with
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from simcluster import SimCluster, pid_alive
+from kubernetes.dynamic import DynamicClient
+from simcluster import SimCluster, pid_alive, tool_path
+from v341_cluster import Builder
 
+from installer.adoption import HELM_LABEL, LEGACY_MANAGERS
 from installer.config.validate import validate
 from installer.manifests import Manifests
-from installer.settings import MODULE_LABEL
+from installer.settings import FIELD_MANAGER, MODULE_LABEL
 
 from .conftest import Installer, playbooks_changed
 
@@ -75,19 +80,11 @@ def deletions(installer: Installer) -> list[str]:
 
 
 def helm(sim: SimCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(sim.bin_dir / "helm"), f"--kubeconfig={sim.kubeconfig}", *args],
+    """The real helm CLI (its own cache and config under the sim's state directory)."""
+    home = str(sim.state_dir / "helm")
+    env = {**os.environ, "HELM_CACHE_HOME": home, "HELM_CONFIG_HOME": home, "HELM_DATA_HOME": home}
+    return subprocess.run([str(tool_path("helm")), f"--kubeconfig={sim.kubeconfig}", *args], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
-
-
-def old_release(sim: SimCluster, tmp_path: Path) -> None:
-    """A deployed Helm release ``metrics-server`` in kube-system, as an old ks-installer left it."""
-    chart = tmp_path / "old-chart"
-    (chart / "templates").mkdir(parents=True)
-    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: metrics-server\nversion: 2.11.1\nappVersion: 0.3.7\n")
-    (chart / "templates" / "cm.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old-metrics-server-chart}\ndata: {a: b}\n")
-    proc = helm(sim, "install", RELEASE, str(chart), "--namespace", NS)
-    assert proc.returncode == 0, proc.stderr
 
 
 def _clean(api: client.ApiClient, sim: SimCluster) -> None:
@@ -96,8 +93,8 @@ def _clean(api: client.ApiClient, sim: SimCluster) -> None:
     kinds = yaml.safe_load((REPO / "roles" / "metrics-server" / "defaults" / "main.yaml").read_text())[
         "ks_metrics_server_kinds"]
     Manifests(api, "metrics_server").delete([], kinds=kinds, timeout=60)
-    if (sim.bin_dir / "helm").exists():
-        helm(sim, "uninstall", RELEASE, "--namespace", NS)
+    if helm(sim, "status", RELEASE, "--namespace", NS).returncode == 0:
+        assert helm(sim, "uninstall", RELEASE, "--namespace", NS, "--wait").returncode == 0
 
 
 @pytest.fixture
@@ -108,7 +105,6 @@ def metrics(installer: Installer, sim_cluster: SimCluster) -> Iterator[Installer
                     "and `hack/build-tools.sh metrics-server`)")
     _clean(installer.api, sim_cluster)
     installer.env["KS_CONSOLE_TIMEOUT"] = "1"
-    installer.env["PATH"] = f"{sim_cluster.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     yield installer
     _clean(installer.api, sim_cluster)
 
@@ -125,9 +121,6 @@ def objects(installer: Installer) -> set[str]:
 def test_metrics_server_install_fail_uninstall_and_reenable(metrics: Installer, sim_cluster: SimCluster,
                                                             tmp_path: Path) -> None:
     api = metrics.api
-    has_helm = (sim_cluster.bin_dir / "helm").exists()
-    if has_helm:
-        old_release(sim_cluster, tmp_path)
 
     # A server the API server cannot reach (its port moved away from the Service's endpoint): the wait ends in a
     # failed phase naming the APIService, with the reason the API server gives.
@@ -143,10 +136,6 @@ def test_metrics_server_install_fail_uninstall_and_reenable(metrics: Installer, 
     assert condition["status"] == "False"
     assert f"{condition['reason']}: {condition['message']}" in module["message"], module
     assert metrics.status()["metricsServer"] == {"status": "failed", "message": module["message"]}
-    if has_helm:  # the pre-step ran first: the old release and what it installed are gone
-        assert helm(sim_cluster, "list", "--namespace", NS, "-q").stdout.split() == []
-        with pytest.raises(ApiException):
-            client.CoreV1Api(api).read_namespaced_config_map("old-metrics-server-chart", NS)
 
     # The real server behind the endpoint: Available, as the API server finds it.
     assert "metrics_server" in metrics.reconcile_ok()
@@ -193,3 +182,70 @@ def test_metrics_server_install_fail_uninstall_and_reenable(metrics: Installer, 
     assert objects(metrics) == OBJECTS
     assert available(api)["status"] == "True"
     assert metrics.status()["metricsServer"]["status"] == "enabled"
+
+
+def releases(sim: SimCluster) -> list[str]:
+    """``namespace/name`` of every release ``helm list -A`` shows."""
+    proc = helm(sim, "list", "-A", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    return sorted(f"{r['namespace']}/{r['name']}" for r in json.loads(proc.stdout))
+
+
+def live_objects(api: client.ApiClient, made: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``Kind/ns/name`` → the live object of each of ``made``."""
+    dyn = DynamicClient(api)
+    return {f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}":
+            dyn.resources.get(api_version=o["apiVersion"], kind=o["kind"]).get(
+                name=o["metadata"]["name"], namespace=o["metadata"].get("namespace")).to_dict() for o in made}
+
+
+def replica_sets(api: client.ApiClient, uid: str, timeout: float = 60) -> list[str]:
+    """The names of the Deployment's ReplicaSets once its controller made them (a rollout adds one)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        names = sorted(r.metadata.name for r in client.AppsV1Api(api).list_namespaced_replica_set(NS).items
+                       if any(o.uid == uid for o in r.metadata.owner_references or []))
+        if names or time.monotonic() > deadline:
+            return names
+        time.sleep(0.5)
+
+
+def test_an_old_helm_release_is_taken_over_in_place(metrics: Installer, sim_cluster: SimCluster,
+                                                    tmp_path: Path) -> None:
+    """A Helm release ``metrics-server`` holding the objects the module makes: the first install applies over them
+    (same objects, the module's label and field manager, Helm's marks gone, no new ReplicaSet) and then retires the
+    release (its record Secrets deleted: ``helm list`` no longer shows it, ``helm uninstall`` can no longer delete
+    them)."""
+    api = metrics.api
+    builder = Builder(metrics, sim_cluster, tmp_path / "old")
+    made = builder.rendered(metrics.apply_cc(**ON))["metrics_server"]
+    builder.helm_install(RELEASE, NS, made)
+    assert f"{NS}/{RELEASE}" in releases(sim_cluster)
+    before = live_objects(api, made)
+    assert set(before) == OBJECTS
+    deployment = before[f"Deployment/{NS}/metrics-server"]["metadata"]["uid"]
+    rollouts = replica_sets(api, deployment)
+    assert rollouts
+
+    proc = metrics.reconcile()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert metrics.ran(proc) == ["metrics_server"]
+    assert objects(metrics) == OBJECTS
+    assert available(api)["status"] == "True"
+    after = live_objects(api, made)
+    for key, obj in after.items():
+        meta = obj["metadata"]
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        managers = {e["manager"] for e in meta.get("managedFields") or []}
+        assert meta["uid"] == before[key]["metadata"]["uid"], key
+        assert labels.get(MODULE_LABEL) == "metrics_server", (key, labels)
+        assert labels.get(HELM_LABEL[0]) != HELM_LABEL[1], (key, labels)
+        assert not [a for a in annotations if a.startswith("meta.helm.sh/")], (key, annotations)
+        assert FIELD_MANAGER in managers and not managers & LEGACY_MANAGERS, (key, managers)
+    assert replica_sets(api, deployment) == rollouts  # no pod recreated
+
+    # The release retired: no record Secret left, the log says so.
+    assert f"{NS}/{RELEASE}" not in releases(sim_cluster)
+    records = client.CoreV1Api(api).list_namespaced_secret(NS, label_selector=f"owner=helm,name={RELEASE}").items
+    assert records == []
+    assert f"Retired Helm release {NS}/{RELEASE}: its objects now belong to module metrics_server" in proc.stderr

@@ -150,15 +150,26 @@ def test_uninstall_deletes_every_rendered_kind_apiservice_first() -> None:
     assert [t["ks_manifest"]["state"] for t in uninstall] == ["absent"]
 
 
-def test_helm_prestep_is_an_argv() -> None:
+def test_an_old_helm_release_is_taken_over_not_uninstalled() -> None:
+    """No role runs Helm: an old release's objects are applied over in place and the engine retires its records
+    once the module's run succeeded (installer.adoption.RELEASES), so nothing is deleted and no pod restarts."""
+    from installer.adoption import RELEASES
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yaml").read_text())
-    step = next(t for t in tasks if "ansible.builtin.include_role" in t)
-    assert step["ansible.builtin.include_role"] == {"name": "kubesphere-defaults", "tasks_from": "helm-releases-absent"}
-    assert step["vars"] == {"ks_helm_releases": ["{{ ks_metrics_server_helm_release }}"],
-                            "ks_helm_namespace": "{{ ks_metrics_server_namespace }}"}
-    shared = yaml.safe_load((ROLE.parent / "kubesphere-defaults" / "tasks" / "helm-releases-absent.yaml").read_text())
-    helm = next(t for t in shared if "ansible.builtin.command" in t)
-    assert helm["ansible.builtin.command"]["argv"][1:] == [
-        "uninstall", "{{ item }}", "--namespace", "{{ ks_helm_namespace }}"]
-    lookup = next(t for t in shared if "ks_info" in t)
-    assert lookup["no_log"] is True and lookup["ks_info"]["keys_only"] is True
+    assert not [t for t in tasks if "ansible.builtin.include_role" in t or "ansible.builtin.command" in t]
+    assert not (ROLE.parent / "kubesphere-defaults" / "tasks" / "helm-releases-absent.yaml").exists()
+    for path in ROLE.parent.glob("*/tasks/*.yaml"):
+        assert "helm-releases-absent" not in path.read_text(), path
+    # The releases the roles used to uninstall first, each retired by the module that makes their objects now.
+    assert {k: RELEASES.get(k) for k in (
+        (NS, "metrics-server"), ("kubesphere-logging-system", "ks-events"),
+        ("kubesphere-logging-system", "kube-auditing"), ("kubesphere-logging-system", "logsidecar-injector"),
+        ("kube-federation-system", "kubefed"), ("istio-system", "jaeger-operator"),
+        ("istio-system", "kiali-operator"), ("gatekeeper-system", "gatekeeper"), ("kubeedge", "cloudcore"),
+        ("kubeedge", "kubeedge"), ("argocd", "devops"))} == {
+        (NS, "metrics-server"): "metrics_server", ("kubesphere-logging-system", "ks-events"): "events",
+        ("kubesphere-logging-system", "kube-auditing"): "auditing",
+        ("kubesphere-logging-system", "logsidecar-injector"): "logging",
+        ("kube-federation-system", "kubefed"): "multicluster", ("istio-system", "jaeger-operator"): "servicemesh",
+        ("istio-system", "kiali-operator"): "servicemesh", ("gatekeeper-system", "gatekeeper"): "gatekeeper",
+        ("kubeedge", "cloudcore"): "edgeruntime", ("kubeedge", "kubeedge"): "edgeruntime",
+        ("argocd", "devops"): "devops"}
