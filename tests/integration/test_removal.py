@@ -110,7 +110,11 @@ def test_purge_annotation_then_uninstall_all_keeps_data(removal: Installer) -> N
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert installer.ran(proc) == ["ks-config", "ks-core", "redis"]
     assert "names unknown modules, ignored: nosuchmodule" in proc.stderr
-    assert not set(REDIS_CLAIMS) & claims(installer.api, NAMESPACE)
+    # Deleted: gone, or going (a claim's pvc-protection holds it until the pod using it has terminated).
+    core = client.CoreV1Api(installer.api)
+    left = [c for c in core.list_namespaced_persistent_volume_claim(NAMESPACE).items if c.metadata.name in REDIS_CLAIMS]
+    assert all(c.metadata.deletion_timestamp for c in left), [c.metadata.name for c in left]
+    wait_for(lambda: not set(REDIS_CLAIMS) & claims(installer.api, NAMESPACE), "redis-ha's PVCs to go")
     with pytest.raises(ApiException):  # the password went with the data it guarded
         client.CoreV1Api(installer.api).read_namespaced_secret("redis-secret", NAMESPACE)
     assert PURGE_ANNOTATION not in (installer.cc()["metadata"].get("annotations") or {})
