@@ -110,6 +110,22 @@ class Bench:
         self.cluster.kubectl("patch", "cc", "ks-installer", "-n", NAMESPACE, "--type=merge", "-p",
                              json.dumps({"spec": spec}))
 
+    @classmethod
+    def installed(cls, cluster: SimCluster, base: Path) -> Bench:
+        """A bench on ``cluster`` with the installer manifest's CRD and the default cc applied (nothing run yet)."""
+        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
+        cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+        return cls(cluster, base)
+
+    def noop_edit(self, round_: int) -> float:
+        """An edit that changes no input (the default written out, then removed again: a new generation each),
+        settled from the snapshots; its seconds."""
+        self.patch({"common": {"redis": {"volumeSize": None if round_ % 2 else "2Gi"}}})
+        seconds, log = self.hook(SPEC_BINDING)
+        assert ran(log) == 0 and "Settled from shell-operator's snapshots" in log, log
+        return seconds
+
     def timeline(self) -> dict[str, Any]:
         return json.loads((self.base / "results" / "timeline.json").read_text())
 
@@ -163,10 +179,7 @@ def _scale(args: argparse.Namespace, sizes: list[int]) -> int:
     figures: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
                                                                               die_with_parent=True) as cluster:
-        bench = Bench(cluster, Path(tmp) / "kubesphere")
-        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+        bench = Bench.installed(cluster, Path(tmp) / "kubesphere")
         bench.hook()
         switch = by_name()[args.module].enabled.paths[0]
         for size in sizes:
@@ -174,10 +187,7 @@ def _scale(args: argparse.Namespace, sizes: list[int]) -> int:
             bench.hook()  # settle whatever the growth changed (none of the installer's inputs)
             noop, tick, drift, toggle = [], [], [], []
             for i in range(args.rounds):
-                bench.patch({"common": {"redis": {"volumeSize": None if i % 2 else "2Gi"}}})
-                seconds, log = bench.hook(SPEC_BINDING)
-                assert ran(log) == 0 and "Settled from shell-operator's snapshots" in log, log
-                noop.append(seconds)
+                noop.append(bench.noop_edit(i))
                 tick.append(bench.hook(SCHEDULE_BINDING)[0])
                 seconds, log = timed([sys.executable, "-m", "installer", "reconcile", "--check-drift"], bench.env)
                 assert ran(log) == 0, log
@@ -211,10 +221,7 @@ def main() -> int:
         return scale(args)
     with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
                                                                               die_with_parent=True) as cluster:
-        bench = Bench(cluster, Path(tmp) / "kubesphere")
-        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+        bench = Bench.installed(cluster, Path(tmp) / "kubesphere")
 
         first, log = bench.hook()
         install = bench.timeline()
@@ -235,11 +242,7 @@ def main() -> int:
 
         noop, tick, slow, full = [], [], [], []
         for i in range(args.rounds):
-            # An edit that changes no input: the default written out, then removed again (a new generation each).
-            bench.patch({"common": {"redis": {"volumeSize": None if i % 2 else "2Gi"}}})
-            seconds, log = bench.hook(SPEC_BINDING)
-            assert ran(log) == 0 and "Settled from shell-operator's snapshots" in log, log
-            noop.append(seconds)
+            noop.append(bench.noop_edit(i))
             tick.append(bench.hook(SCHEDULE_BINDING)[0])
             seconds, log = bench.hook()
             assert ran(log) == 0, log

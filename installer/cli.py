@@ -165,12 +165,18 @@ def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, P
     return planned.plan, desired
 
 
-def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
-    api = api_client()
+def _live_planned(args: argparse.Namespace, settings: Settings, api: Any) -> Planned:
+    """The plan of the live cc and the stored state (the reconcile's), or the error it would report."""
     cc = ClusterConfigurations(api).get()
     if cc is None:
         raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
     planned = _planned(Reconciler(api, settings).plan(cc, force=args.all))
+    assert planned.plan is not None and planned.prepared is not None
+    return planned
+
+
+def _live_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
+    planned = _live_planned(args, settings, api_client())
     assert planned.plan is not None and planned.prepared is not None
     return planned.plan, planned.prepared
 
@@ -226,10 +232,7 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
         records: dict[str, Any] = {}
     else:
         api = api_client()
-        cc = ClusterConfigurations(api).get()
-        if cc is None:
-            raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
-        planned = _planned(Reconciler(api, settings).plan(cc, force=args.all))
+        planned = _live_planned(args, settings, api)
         assert planned.plan is not None and planned.prepared is not None
         plan, prepared, records = planned.plan, planned.prepared, planned.records
     for warning in prepared.warnings:
