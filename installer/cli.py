@@ -36,7 +36,7 @@ from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_e
 from installer.engine_settings import Settings
 from installer.fingerprint import files_digest
 from installer.images import catalogue, spec_refs
-from installer.kube import api_client
+from installer.kube import ApiUnavailable, api_client
 from installer.lease import LeaseHeld
 from installer.manifests import api_reason
 from installer.member_clusters import offline_caveat
@@ -165,9 +165,24 @@ def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, P
     return planned.plan, desired
 
 
-def _live_planned(args: argparse.Namespace, settings: Settings, api: Any) -> Planned:
-    """The plan of the live cc and the stored state (the reconcile's), or the error it would report."""
+def _cluster_if_any(args: argparse.Namespace) -> Any:
+    """The cluster ``plan --objects`` diffs against: always without ``--desired``; with it, when there are
+    credentials (as ``kubectl diff -f``), else None (offline)."""
+    if not args.desired:
+        return api_client()
+    try:
+        return api_client()
+    except ApiUnavailable:
+        return None
+
+
+def _live_planned(args: argparse.Namespace, settings: Settings, api: Any,
+                  desired: dict[str, Any] | None = None) -> Planned:
+    """The plan of the live cc (or of ``desired``'s spec in its place) and the stored state (the reconcile's), or
+    the error it would report."""
     cc = ClusterConfigurations(api).get()
+    if desired is not None:
+        cc = {"metadata": (cc or {}).get("metadata") or {}, "spec": desired["spec"]}
     if cc is None:
         raise UsageError("ClusterConfiguration kubesphere-system/ks-installer not found")
     planned = _planned(Reconciler(api, settings).plan(cc, force=args.all))
@@ -226,13 +241,13 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
     known = {m.name for m in MODULES}
     if args.module and args.module not in known:
         raise UsageError(f"--module: no module {args.module!r} (modules: {', '.join(sorted(known))})")
-    api = None
-    if args.desired:
+    api = None if args.offline else _cluster_if_any(args)
+    if api is None:
         plan, prepared = _offline_plan(args, settings)
         records: dict[str, Any] = {}
     else:
-        api = api_client()
-        planned = _live_planned(args, settings, api)
+        desired = {"spec": _load_spec(args.desired)} if args.desired else None
+        planned = _live_planned(args, settings, api, desired)
         assert planned.plan is not None and planned.prepared is not None
         plan, prepared, records = planned.plan, planned.prepared, planned.records
     for warning in prepared.warnings:
@@ -337,6 +352,9 @@ def parser() -> argparse.ArgumentParser:
                       help="object by object: render the planned modules and, against the cluster, diff each object "
                            "with a dry-run apply (exit 0: no change, 1: changes, 2: errors)")
     plan.add_argument("--module", help="with --objects: only this module")
+    plan.add_argument("--offline", action="store_true",
+                      help="with --objects --desired: render only, no cluster (without credentials it is offline "
+                           "anyway); with credentials --desired is diffed against the cluster, as kubectl diff -f")
     rec = sub.add_parser("reconcile", help="reconcile the cluster in $KUBECONFIG once")
     rec.add_argument("--all", action="store_true", help="re-run every enabled module")
     rec.add_argument("--check-drift", action="store_true",
@@ -400,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--last-applied needs --desired")
             if args.module and not args.objects:
                 raise UsageError("--module needs --objects")
+            if args.offline and not (args.objects and args.desired):
+                raise UsageError("--offline needs --objects and --desired")
             if args.objects:
                 return _plan_objects(args, settings)
             plan, prepared = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)

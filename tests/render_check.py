@@ -36,7 +36,8 @@ def offline_render(env: dict[str, str], tmp_path: Path, spec: dict[str, Any]) ->
     cc = tmp_path / "cc.yaml"
     cc.write_text(yaml.safe_dump({**cc_with(), "spec": spec}))
     offline = {k: v for k, v in env.items() if k != "KUBECONFIG"}
-    proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--objects", "--desired", str(cc), "-o", "yaml"],
+    proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--objects", "--offline", "--desired", str(cc),
+                           "-o", "yaml"],
                           env=offline, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 1, proc.stderr[-3000:]
     out: dict[str, list[dict[str, Any]]] = {}

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from cluster_objects import delete_quietly
 from installer_state import cc_with
 from kubernetes import client
@@ -59,18 +60,28 @@ def test_rerendering_every_platform_module_changes_nothing(installer: Installer)
     assert (rc, out) == (0, ""), err[-3000:]
 
 
-def test_an_edit_of_one_deployment_field_shows_exactly_that_field(installer: Installer) -> None:
+def test_an_edit_of_one_deployment_field_shows_exactly_that_field(installer: Installer, tmp_path: Path) -> None:
     live = client.AppsV1Api(installer.api).read_namespaced_deployment("ks-apiserver", NS)
     resources = installer.api.sanitize_for_serialization(live.spec.template.spec.containers[0].resources)
     old = resources["limits"]["cpu"]
     resources["limits"]["cpu"] = "7"
-    installer.apply_cc(common__core={**cc_with()["spec"]["common"]["core"], "apiserver": {"resources": resources}})
+    edited = cc_with(common__core={**cc_with()["spec"]["common"]["core"], "apiserver": {"resources": resources}})
+    # Reviewed before the edit (kubectl diff -f style): the edited cc against the cluster, nothing applied.
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(edited))
+    rc, out, err, _ = plan_objects(installer, "--desired", str(path), "-o", "json")
+    assert rc == 1, f"{out[-3000:]}\n{err[-3000:]}"
+    preview = {(m["module"], o["object"]): o["fields"] for m in json.loads(out)["modules"] for o in m["objects"]
+               if o["action"] != "unchanged"}
+    assert client.AppsV1Api(installer.api).read_namespaced_deployment("ks-apiserver", NS).metadata.generation == \
+        live.metadata.generation
+    installer.put_spec(edited["spec"])
     rc, out, err, _ = plan_objects(installer, "-o", "json")
     assert rc == 1, f"{out[-3000:]}\n{err[-3000:]}"
     changed = {(m["module"], o["object"]): o["fields"] for m in json.loads(out)["modules"] for o in m["objects"]
                if o["action"] != "unchanged"}
     field = "spec.template.spec.containers[ks-apiserver].resources.limits.cpu"
-    assert changed == {("ks-core", f"Deployment/{NS}/ks-apiserver"): [f'{field}: "{old}" -> "7"']}
+    assert changed == preview == {("ks-core", f"Deployment/{NS}/ks-apiserver"): [f'{field}: "{old}" -> "7"']}
     rc, text, _, _ = plan_objects(installer)
     assert rc == 1
     assert text.splitlines()[:3] == ["ks-core (upgrade)", f"  ~ Deployment {NS}/ks-apiserver",
