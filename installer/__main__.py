@@ -1,7 +1,6 @@
 """``python -m installer``."""
 
-import sys
-
 from installer.cli import main
+from installer.process_exit import exit_now
 
-sys.exit(main())
+exit_now(main())

@@ -99,6 +99,15 @@ LEFTOVER_KINDS = (
     ("policy/v1", "PodDisruptionBudget"), ("networking.k8s.io/v1", "Ingress"),
     ("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
 )
+#: Cluster-scoped kinds looked at for leftovers: those of a Helm release in :data:`NAMESPACES`, or applied with
+#: kubectl under a KubeSphere name.
+CLUSTER_LEFTOVER_KINDS = (
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"),
+    ("apiregistration.k8s.io/v1", "APIService"), ("policy/v1beta1", "PodSecurityPolicy"),
+    ("storage.k8s.io/v1", "StorageClass"),
+)
 #: The installer's own objects (its manifest or chart): never a leftover.
 OWN_PREFIX = "ks-installer"
 
@@ -206,16 +215,21 @@ def credentials_found(api: client.ApiClient, module: str) -> list[str]:
     return found
 
 
-def _left_over(meta: dict[str, Any]) -> bool:
+def _left_over(meta: dict[str, Any], namespaces: set[str]) -> bool:
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     if MODULE_LABEL in labels or meta["name"].startswith(OWN_PREFIX):
         return False
-    return LAST_APPLIED in annotations or labels.get(HELM_LABEL[0]) == HELM_LABEL[1]
+    if "namespace" in meta:
+        return meta["namespace"] in namespaces and (
+            LAST_APPLIED in annotations or labels.get(HELM_LABEL[0]) == HELM_LABEL[1])
+    return annotations.get("meta.helm.sh/release-namespace") in namespaces or (
+        LAST_APPLIED in annotations and "kubesphere" in meta["name"])
 
 
 def leftovers(api: client.ApiClient) -> dict[str, list[str]]:
     """What the original made that no module took over: ``unadopted`` (``Kind/namespace/name`` of objects in
-    :data:`NAMESPACES` with kubectl's last-applied annotation or Helm's label and no module label) and
+    :data:`NAMESPACES` with kubectl's last-applied annotation or Helm's label and no module label; ``Kind/name`` of
+    cluster-scoped ones of a Helm release there, or applied with kubectl under a KubeSphere name) and
     ``helmReleases`` (``namespace/release`` of the Helm releases left there)."""
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
@@ -223,7 +237,7 @@ def leftovers(api: client.ApiClient) -> dict[str, list[str]]:
     dyn = DynamicClient(api)
     wanted = set(NAMESPACES)
     objects = []
-    for api_version, kind in LEFTOVER_KINDS:
+    for api_version, kind in (*LEFTOVER_KINDS, *CLUSTER_LEFTOVER_KINDS):
         try:
             res = dyn.resources.get(api_version=api_version, kind=kind)
             raw = res.get(serialize=False, header_params={
@@ -232,8 +246,8 @@ def leftovers(api: client.ApiClient) -> dict[str, list[str]]:
             continue
         for item in json.loads(raw.data).get("items") or []:
             meta = item["metadata"]
-            if meta.get("namespace") in wanted and _left_over(meta):
-                objects.append(f"{kind}/{meta['namespace']}/{meta['name']}")
+            if _left_over(meta, wanted):
+                objects.append("/".join((kind, *([meta["namespace"]] if "namespace" in meta else []), meta["name"])))
     records = client.CoreV1Api(api).list_secret_for_all_namespaces(label_selector="owner=helm").items
     releases = {f"{r.metadata.namespace}/{(r.metadata.labels or {}).get('name', '')}" for r in records
                 if r.metadata.namespace in wanted and not (r.metadata.labels or {}).get("name", "").startswith(
@@ -243,28 +257,33 @@ def leftovers(api: client.ApiClient) -> dict[str, list[str]]:
 
 class Takeover:
     """One reconcile's part in taking over the original's installation: before a module's first install, the
-    credentials it will keep; after its success, the Helm releases it took over are retired; once every module
-    has run, what was left is logged and written to ``status.adoption``."""
+    credentials it will keep; after that install succeeded, the Helm releases it took over are retired; once every
+    module has run, what was left is logged and written to ``status.adoption`` — when the reconcile started without
+    any state (the first one over an existing installation) or a module found the original's credentials or
+    releases. Upgrades and later toggles of modules the original never installed cost no extra API call."""
 
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, first: bool) -> None:
         self.api = api
-        self.installing = False
+        self.found = first
         self.credentials: dict[str, list[str]] = {}
 
     def before(self, module: str) -> None:
-        self.installing = True
         self.credentials[module] = credentials_found(self.api, module)
 
     def after(self, module: str) -> list[str]:
-        kept = self.credentials.pop(module, [])
+        if module not in self.credentials:  # an upgrade: what it took over was retired by its install
+            return []
+        kept = self.credentials.pop(module)
         if kept:
             log.info("[%s] kept the credentials that were there: %s", module, "; ".join(kept))
-        return retire_releases(self.api, module)
+        retired = retire_releases(self.api, module)
+        self.found = self.found or bool(kept or retired)
+        return retired
 
     def report(self, status: Any) -> None:
-        """Log and record (``status.update``) what no module took over; only after a reconcile that installed a
-        module (a takeover is a first install)."""
-        if not self.installing:
+        """Log and record (``status.update``) what no module took over, after a reconcile that took something over
+        or started without state."""
+        if not self.found:
             return
         found = leftovers(self.api)
         if found["unadopted"]:

@@ -122,7 +122,7 @@ class ModuleRuns(Events):
                  welcome: WelcomeStep) -> None:
         self.store, self.records, self.plan, self.report, self.welcome = store, records, plan, report, welcome
         self.outcomes: dict[str, RunOutcome] = {}
-        self.takeover = Takeover(store.core.api_client)
+        self.takeover = Takeover(store.core.api_client, first=not records)
 
     def started(self, step: Step) -> None:
         self._intend(step, "running")

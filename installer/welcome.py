@@ -8,6 +8,7 @@ default; otherwise the box says where to read it, so no secret reaches the log.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import threading
 import time
@@ -43,11 +44,25 @@ def console_address(api: client.ApiClient) -> str:
     core = client.CoreV1Api(api)
     svc = core.read_namespaced_service("ks-console", NAMESPACE)
     port = next((p.node_port for p in svc.spec.ports if p.node_port), None)
-    nodes = sorted(core.list_node().items, key=lambda n: n.metadata.name)
-    ip = next((a.address for n in nodes for a in (n.status.addresses or []) if a.type == "InternalIP"), None)
+    ip = first_internal_ip(core)
     if port and ip:
         return f"http://{ip}:{port}"
     return f"http://{svc.spec.cluster_ip}:{svc.spec.ports[0].port} (service ks-console, type {svc.spec.type})"
+
+
+def first_internal_ip(core: client.CoreV1Api, page: int = 20) -> str | None:
+    """The InternalIP of the first node, by name, that has one: the API lists nodes in name order, read a page at a
+    time as plain JSON (not every node of a large cluster as models)."""
+    token = None
+    while True:
+        items = json.loads(core.list_node(limit=page, _continue=token, _preload_content=False).data)
+        for node in items.get("items") or []:
+            for address in (node.get("status") or {}).get("addresses") or []:
+                if address.get("type") == "InternalIP":
+                    return str(address["address"])
+        token = (items.get("metadata") or {}).get("continue")
+        if not token:
+            return None
 
 
 def password_line(api: client.ApiClient) -> str:
