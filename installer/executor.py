@@ -16,6 +16,8 @@ class Events:
     """What the executor reports; the reconcile turns these into status and log lines."""
 
     def started(self, step: Step) -> None: ...
+    def launched(self) -> None:
+        """Called once the steps that could start together have started."""
     def finished(self, step: Step, outcome: RunOutcome) -> None: ...
     def blocked(self, step: Step, because: list[str]) -> None: ...
     def not_started(self, steps: list[Step], why: str) -> None: ...
@@ -52,10 +54,13 @@ def execute(plan: Plan, run: Callable[[Step], RunOutcome], events: Events, max_p
                     blocked.add(name)
                     events.blocked(steps[name], bad)
             ready = [n for n, before in waiting.items() if all(d in outcomes or d in blocked for d in before)]
-            for name in ready[: max(0, max_parallel - len(running))]:
+            launch = ready[: max(0, max_parallel - len(running))]
+            for name in launch:
                 del waiting[name]
                 events.started(steps[name])
                 running[pool.submit(_safe_run, run, steps[name])] = steps[name]
+            if launch:
+                events.launched()
             if not running:
                 if waiting:
                     raise RuntimeError(f"dependency cycle among {sorted(waiting)}")

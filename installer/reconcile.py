@@ -148,6 +148,9 @@ class ModuleRuns(Events):
         if outcome.ok and step.action != Action.UNINSTALL:
             self.maybe_welcome()
 
+    def launched(self) -> None:
+        self.report.launched()
+
     def blocked(self, step: Step, because: list[str]) -> None:
         self.report.blocked(step, because)
 

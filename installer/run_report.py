@@ -113,14 +113,14 @@ class RunReport:
         self.status.condition("Stalled", False, "SpecValid", "the spec is valid", self.generation)
 
     def running(self) -> None:
-        """Modules are about to run: Reconciling, and Ready Unknown (also if the installer dies meanwhile)."""
+        """Modules are about to run: Reconciling, and Ready Unknown (also if the installer dies meanwhile), written with
+        the first modules' start (launched)."""
         self.status.condition("Reconciling", True, "Running", summary(self.plan), self.generation)
         self.status.condition("Ready", None, "Progressing", summary(self.plan), self.generation)
         self.status.update({"modulesReady": self.modules_ready()})
         for step in self.plan.steps:
             if step.action == Action.BLOCKED:
                 self.blocked(step, [step.reason])
-        self.status.flush()
         log.info(RULE)
         log.info("Waiting for all tasks to be completed ...")
 
@@ -132,6 +132,9 @@ class RunReport:
         for change in step.changes:
             log.info("[%s] %s", step.module, change)
         self.status.module(step.module, _PHASE_RUNNING[step.action], hash=step.hash, task=0, currentTask=None)
+
+    def launched(self) -> None:
+        """The modules that could start together have started: one status write for them (and for running())."""
         self.status.flush()
 
     def task_started(self, module: str, index: int, task: str) -> None:

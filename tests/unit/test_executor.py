@@ -25,6 +25,9 @@ class Recorder(Events):
     def started(self, step: Step) -> None:
         self.log.append(f"start {step.module}")
 
+    def launched(self) -> None:
+        self.log.append("launched")
+
     def finished(self, step: Step, outcome: RunOutcome) -> None:
         self.log.append(f"{'ok' if outcome.ok else 'fail'} {step.module}")
 
@@ -53,6 +56,16 @@ def test_dependencies_run_first_and_failures_block_dependents() -> None:
     assert "blocked logging by opensearch" in log
     assert "logging" not in outcomes
     assert outcomes["fluentbit"].ok and outcomes["monitoring"].ok
+
+
+def test_modules_that_start_together_are_announced_once() -> None:
+    """The status is written once per batch of starts (launched), not once per module."""
+    plan = _plan(preinstall=Action.INSTALL, redis=Action.INSTALL, openldap=Action.INSTALL, ks_core=Action.INSTALL)
+    log, _ = _execute(plan, "", max_parallel=4)
+    assert log[:2] == ["start preinstall", "launched"]
+    batch = log.index("ok preinstall") + 1
+    assert sorted(log[batch:batch + 2]) == ["start openldap", "start redis"] and log[batch + 2] == "launched"
+    assert log[log.index("start ks-core") + 1] == "launched" and log.count("launched") == 3
 
 
 def test_parallelism_is_capped() -> None:

@@ -108,11 +108,14 @@ def test_a_run_that_installs_and_uninstalls_reports_what_a_user_reads(tmp_path: 
     plan = Plan((Step("devops", Action.INSTALL, "devops-hash"), Step("events", Action.UNINSTALL)))
     caplog.set_level(logging.INFO, "installer")
     report.planned(prepared, plan, {})
+    patches = len(sink.patches)
     report.running()
+    report.started(plan.steps[0])
+    assert len(sink.patches) == patches  # written together, once the modules that start together started
+    report.launched()
+    assert len(sink.patches) == patches + 1
     assert sink.condition("Ready")["status"] == "Unknown" and sink.condition("Ready")["reason"] == "Progressing"
     assert sink.condition("Reconciling")["message"] == "install devops; uninstall events"
-
-    report.started(plan.steps[0])
     assert sink.status["modules"]["devops"]["phase"] == "Installing"
     report.task_started("devops", 2, "Apply the devops objects")
     report.tick()  # within the interval after the last flush: nothing yet
@@ -120,6 +123,7 @@ def test_a_run_that_installs_and_uninstalls_reports_what_a_user_reads(tmp_path: 
     records["devops"] = Record("devops", "devops-hash", {})  # the reconcile records the success first
     report.finished(plan.steps[0], _ok("devops", Action.INSTALL))
     report.started(plan.steps[1])
+    report.launched()
     del records["events"]
     report.finished(plan.steps[1], _ok("events", Action.UNINSTALL))
     report.collecting()
@@ -155,8 +159,9 @@ def test_a_failed_install_marks_its_component_failed_and_schedules_a_retry(tmp_p
     plan = Plan((Step("devops", Action.INSTALL, "d1"), Step("logging", Action.BLOCKED, reason="opensearch")))
     report.planned(prepared, plan, {})
     report.running()
-    assert sink.status["modules"]["logging"]["phase"] == "Blocked"
     report.started(plan.steps[0])
+    report.launched()
+    assert sink.status["modules"]["logging"]["phase"] == "Blocked"
     report.finished(plan.steps[0], FAILED)
     report.finish({"devops": FAILED}, stopping=False, welcome_running=False, state_revision=None)
     module = sink.status["modules"]["devops"]
