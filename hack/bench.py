@@ -16,33 +16,56 @@ shell-operator runs it:
    with ``--namespaces`` extra namespaces (2,000 by default): per size the no-op event, the schedule tick, the
    drift check of every installed module and a one-module toggle, and each against the smallest size (goal <=
    1.2x).
+6. ``--all-components``: every module that has a switch switched on, from the registry (a switch path set to true,
+   or to :data:`CHOICES`' value, until the module is on). On one fresh cluster: the default install, then every
+   component in one edit and one hook run: its wall against the critical path of the modules run (and which
+   chain that is), and per module where its playbook's time went: Ansible start-up (run start to first task), task
+   time by kind (:func:`task_kind`: readiness waits, applies, renders, other, skipped), the rest (between tasks),
+   and how long it queued once its dependencies had finished; the CPU seconds of the hook's tree and of the
+   cluster's processes. Meanwhile the memory of the hook's process tree (:class:`TreeMemory`: the engine alone,
+   each module's Ansible run, the whole tree) against the installer pod's limit. On a second fresh cluster: an
+   install with every component on from the start, and when its console was ready (the welcome box) against the
+   default install's. ``--leave-off`` keeps some modules off (what one of them costs the others); the telemetry
+   module reports to a receiver on loopback.
 
     .venv/bin/python hack/bench.py [--rounds 3] [--module metrics_server]
     .venv/bin/python hack/bench.py --scale 3,100,500 [--namespaces 2000]
+    .venv/bin/python hack/bench.py --all-components [--leave-off gatekeeper] [--logs DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import datetime as dt
 import json
 import os
+import re
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import yaml
 from simcluster import SimCluster, add_local_route, node_manifest, remove_local_route, versions
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from installer.config.defaults import apply_defaults  # noqa: E402
 from installer.hook import SCHEDULE_BINDING, SPEC_BINDING, STATE_BINDING  # noqa: E402
-from installer.modules import by_name  # noqa: E402
+from installer.modules import MODULES, by_name  # noqa: E402
+from installer.plan import Action, Plan, Step, run_order  # noqa: E402
 from installer.settings import NAMESPACE, STATE_SECRET  # noqa: E402
-from installer.spec import nested  # noqa: E402
+from installer.spec import merge, nested  # noqa: E402
 
 HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
 SCALE_NODES = "172.30.0.0/16"
@@ -70,19 +93,30 @@ def span(item: dict[str, Any]) -> float:
     return (at(item["end"]) - at(item["start"])).total_seconds()
 
 
-def critical_path(modules: list[dict[str, Any]]) -> float:
-    """Longest chain of measured module durations along the registry's install order (among the modules run)."""
+def critical_chain(modules: list[dict[str, Any]]) -> tuple[float, list[str]]:
+    """The longest chain of measured module durations along the engine's install order (``run_order`` of the modules
+    run): its seconds and its modules, first to last."""
     took = {m["module"]: span(m) for m in modules}
+    order = run_order(Plan(tuple(Step(name, Action.INSTALL) for name in took)))
     finish: dict[str, float] = {}
+    via: dict[str, str | None] = {}
 
     def done(name: str) -> float:
         if name not in finish:
-            module = by_name()[name]
-            before = [done(d) for d in module.depends + module.requires + module.after if d in took]
-            finish[name] = max(before, default=0.0) + took[name]
+            before = list(order[name])
+            via[name] = max(before, key=done, default=None)
+            finish[name] = (done(via[name]) if via[name] else 0.0) + took[name]
         return finish[name]
 
-    return max(done(n) for n in took)
+    chain = [max(took, key=done)]
+    while (previous := via[chain[-1]]) is not None:
+        chain.append(previous)
+    return finish[chain[0]], chain[::-1]
+
+
+def critical_path(modules: list[dict[str, Any]]) -> float:
+    """Longest chain of measured module durations along the registry's install order (among the modules run)."""
+    return critical_chain(modules)[0]
 
 
 class Bench:
@@ -111,12 +145,57 @@ class Bench:
                              json.dumps({"spec": spec}))
 
     @classmethod
-    def installed(cls, cluster: SimCluster, base: Path) -> Bench:
-        """A bench on ``cluster`` with the installer manifest's CRD and the default cc applied (nothing run yet)."""
+    def installed(cls, cluster: SimCluster, base: Path, patch: dict[str, Any] | None = None) -> Bench:
+        """A bench on ``cluster`` with the installer manifest's CRD and the default cc applied (nothing run yet),
+        ``patch`` merged into its spec first."""
         cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
         cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-        cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+        if patch is None:
+            cluster.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
+        else:
+            cc = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())
+            merge(cc["spec"], copy.deepcopy(patch))
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(cc))
         return cls(cluster, base)
+
+    def run_hook(self, sample: bool = False) -> HookRun:
+        """The hook on the full path (no binding context), timed from its launch; with ``sample``, the memory of
+        its process tree sampled meanwhile."""
+        before, cluster = resource.getrusage(resource.RUSAGE_CHILDREN), self.cluster_cpu()
+        started, start = time.time(), time.monotonic()
+        proc = subprocess.Popen([sys.executable, str(HOOK)], env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        memory = TreeMemory(proc.pid) if sample else None
+        if memory:
+            memory.start()
+        try:
+            _, log = proc.communicate(timeout=1800)
+        finally:
+            if memory:
+                memory.stop()
+        seconds = time.monotonic() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0:
+            raise SystemExit(f"the hook failed ({proc.returncode}):\n{log[-3000:]}")
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+        used = {name: seconds_ - cluster.get(name, 0.0) for name, seconds_ in self.cluster_cpu().items()}
+        return HookRun(started, seconds, log, memory, cpu, used, os.getloadavg()[0])
+
+    def cluster_cpu(self) -> dict[str, float]:
+        """CPU seconds each of the simulated cluster's processes (kube-apiserver, etcd, kwok, ...) used so far."""
+        out = {}
+        for record in self.cluster.records():
+            with contextlib.suppress(OSError, IndexError):
+                fields = Path(f"/proc/{record['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+                out[record["name"]] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return out
+
+    def console_ready(self, run: HookRun) -> float:
+        """Seconds from the hook's launch to the welcome box (kubesphere_running written once the console is
+        ready); the cc's ConsoleReady condition must say so too."""
+        conditions = self.get("cc", "ks-installer").get("status", {}).get("conditions") or []
+        assert any(c["type"] == "ConsoleReady" and c["status"] == "True" for c in conditions), conditions
+        return (self.base / "playbooks" / "kubesphere_running").stat().st_mtime - run.started
 
     def noop_edit(self, round_: int) -> float:
         """An edit that changes no input (the default written out, then removed again: a new generation each),
@@ -210,15 +289,347 @@ def _scale(args: argparse.Namespace, sizes: list[int]) -> int:
     return 0
 
 
+CHOICES: dict[str, Any] = {"multicluster.clusterRole": "host", "network.topology.type": "weave-scope"}
+"""The value that switches a module on, for the switch paths that are not booleans (the others are set to true)."""
+WAIT = re.compile(r"\bwait\b", re.IGNORECASE)
+APPLY_VERBS = frozenset({"apply", "install", "uninstall", "create", "replace", "remove", "delete", "ensure", "register",
+                         "label", "relabel", "annotate", "adopt", "roll", "give", "import", "stop"})
+"""Task verbs (the first word after ``Module |`` in a task's name) of tasks that write to the cluster."""
+KINDS = ("wait", "apply", "render", "other", "skipped")
+PLAYBOOK_ARG = re.compile(r"playbooks/([\w.-]+?)\.ya?ml\b")
+
+
+def switch_all_on(spec: dict[str, Any], leave: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The merge patch of ``spec`` that switches on every module with a switch but those in ``leave``: in registry
+    order, each of the module's switch paths set (true, or its :data:`CHOICES` value) until the module is on; a
+    module an earlier one's paths switched on already (fluentbit with logging) changes nothing more."""
+    if unknown := sorted(set(leave) - by_name().keys()):
+        raise SystemExit(f"no such modules: {unknown}")
+    full, patch = apply_defaults(copy.deepcopy(spec)), {}
+    for module in (m for m in MODULES if m.name not in leave):
+        for path in module.enabled.paths:
+            if module.enabled(full):
+                break
+            merge(full, nested(path, CHOICES.get(path, True)))
+            merge(patch, nested(path, CHOICES.get(path, True)))
+    if off := [m.name for m in MODULES if not m.enabled(full) and m.name not in leave]:
+        raise SystemExit(f"the registry's switch paths do not switch on {off}: give their values in CHOICES")
+    if on := [name for name in leave if by_name()[name].enabled(full)]:
+        raise SystemExit(f"cannot leave {on} off: another module's switch, or the default, turns it on")
+    return patch
+
+
+def task_kind(task: dict[str, Any]) -> str:
+    """What a timeline task spent its time on, from its outcome and name (the timeline records no action):
+    ``skipped`` (its condition was false); ``wait`` (the name says "wait": a readiness wait, ``ks_manifest wait:
+    true`` or a retried ``ks_info``, or a Job run to completion); ``apply`` (its verb writes: Apply, Remove,
+    Ensure, Register, ...; see :data:`APPLY_VERBS`); ``render`` (Render: templates and parsing); ``other`` (look-ups,
+    checks, notes, facts)."""
+    name = task["task"]
+    verb = (name.split("|", 1)[-1].split() or [""])[0].lower()
+    if task["outcome"] == "skipped":
+        return "skipped"
+    if WAIT.search(name):
+        return "wait"
+    if verb in APPLY_VERBS:
+        return "apply"
+    return "render" if verb == "render" else "other"
+
+
+def breakdown(module: dict[str, Any]) -> dict[str, float]:
+    """Seconds of one playbook run by where they went: ``start-up`` (the engine starting the run to its first task:
+    ansible-runner, the fork, Ansible's import, playbook parsing), task time by :func:`task_kind`, and ``rest``
+    (between tasks and after the last one)."""
+    tasks = sorted(module["tasks"], key=lambda t: t["start"])
+    out = {"start-up": (at(tasks[0]["start"]) - at(module["start"])).total_seconds() if tasks else span(module)}
+    out |= dict.fromkeys(KINDS, 0.0)
+    for task in tasks:
+        out[task_kind(task)] += span(task)
+    out["rest"] = span(module) - sum(out.values())
+    return out
+
+
+def queued(modules: list[dict[str, Any]]) -> dict[str, float]:
+    """Per module: seconds from when it could start (its last predecessor in this run finished, or the first module
+    started) to when it started: a wait for a free slot (KS_MAX_PARALLEL) plus the executor's poll."""
+    ends = {m["module"]: at(m["end"]) for m in modules}
+    first = min(at(m["start"]) for m in modules)
+    order = run_order(Plan(tuple(Step(name, Action.INSTALL) for name in ends)))
+    out = {}
+    for m in modules:
+        ready = max((ends[d] for d in order[m["module"]]), default=first)
+        out[m["module"]] = (at(m["start"]) - ready).total_seconds()
+    return out
+
+
+def _kib(pid: int, path: str, field_: str) -> int:
+    try:
+        text = Path(f"/proc/{pid}/{path}").read_text()
+    except OSError:
+        return 0
+    match = re.search(rf"^{field_}:\s+(\d+) kB", text, re.MULTILINE)
+    return int(match.group(1)) if match else 0
+
+
+def _tree(root: int) -> dict[int, int]:
+    """``root`` and its descendants, each mapped to its parent."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, todo = {root: parents.get(root, 0)}, [root]
+    children: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        children.setdefault(parent, []).append(pid)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            tree[child] = parents[child]
+            todo.append(child)
+    return tree
+
+
+@dataclass(eq=False)  # a Thread must stay hashable
+class TreeMemory(threading.Thread):
+    """Polls the memory of process ``pid`` and its descendants every ``interval`` seconds until :meth:`stop`.
+
+    Peaks, in KiB: VmRSS and VmHWM of the root (the engine), the VmRSS sum of each module's Ansible run (the
+    processes whose command line names ``playbooks/<module>.yaml``, with their descendants: ansible-runner's client,
+    the child forked from the fork server and its task workers) and of the whole tree; and the PSS sums (each shared
+    page counted once, as the memory cgroup charges it; forked processes share most of their pages, so the RSS sum
+    counts those several times)."""
+
+    pid: int
+    interval: float = 0.1
+    root: int = 0
+    root_hwm: int = 0
+    total: int = 0
+    total_pss: int = 0
+    processes: int = 0
+    samples: int = 0
+    cpu: float = 0.0
+    runs: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Module → (peak RSS sum, peak PSS sum) of its run."""
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        super().__init__(daemon=True)
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            start = time.thread_time()
+            self.sample()
+            self.cpu += time.thread_time() - start
+            self.done.wait(self.interval)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+
+    def sample(self) -> None:
+        tree = _tree(self.pid)
+        commands = {}
+        for pid in tree:
+            with contextlib.suppress(OSError):
+                commands[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        rss = {pid: _kib(pid, "status", "VmRSS") for pid in tree}
+        pss = {pid: _kib(pid, "smaps_rollup", "Pss") for pid in tree}
+        runs: dict[str, list[int]] = {}
+        for pid in tree:
+            ancestor = pid
+            while ancestor in tree and not PLAYBOOK_ARG.search(commands.get(ancestor, "")):
+                ancestor = tree[ancestor]
+            if ancestor in tree:
+                module = PLAYBOOK_ARG.search(commands[ancestor])
+                assert module is not None
+                runs.setdefault(module.group(1), []).append(pid)
+        self.samples += 1
+        self.root = max(self.root, rss[self.pid])
+        self.root_hwm = max(self.root_hwm, _kib(self.pid, "status", "VmHWM"))
+        self.total, self.total_pss = max(self.total, sum(rss.values())), max(self.total_pss, sum(pss.values()))
+        self.processes = max(self.processes, len(tree))
+        for module, pids in runs.items():
+            old = self.runs.get(module, (0, 0))
+            self.runs[module] = (max(old[0], sum(rss[p] for p in pids)), max(old[1], sum(pss[p] for p in pids)))
+
+
+@dataclass
+class HookRun:
+    """One run of the hook: when it was launched (epoch seconds), how long it took, its log, memory and CPU."""
+
+    started: float
+    seconds: float
+    log: str
+    memory: TreeMemory | None = None
+    cpu: float = 0.0
+    """CPU seconds of the hook and every process under it."""
+    cluster_cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds each simulated cluster process used meanwhile."""
+    load: float = 0.0
+    """The machine's 1-minute load average when the hook ended (other work shares the cores)."""
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def telemetry_receiver() -> Iterator[str]:
+    """A URL on loopback that answers the telemetry module's usage report (KS_TELEMETRY_URL): none leaves the
+    machine."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/log/"
+    finally:
+        server.shutdown()
+
+
+def memory_limit() -> int:
+    """The installer container's ``resources.limits.memory`` in deploy/kubesphere-installer.yaml, in MiB."""
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "K": 1e3 / 2**20, "M": 1e6 / 2**20, "G": 1e9 / 2**20}
+    for doc in yaml.safe_load_all((REPO / "deploy" / "kubesphere-installer.yaml").read_text()):
+        if doc and doc.get("kind") == "Deployment":
+            limit = str(doc["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"])
+            number, unit = re.fullmatch(r"(\d+)([KMG]i?)?", limit).groups()  # type: ignore[union-attr]
+            return round(int(number) * units.get(unit or "", 1 / 2**20))
+    raise SystemExit("deploy/kubesphere-installer.yaml: no Deployment with a memory limit")
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:6.0f} MiB"
+
+
+def report_reconcile(title: str, run: HookRun, timeline: dict[str, Any], console: float | None = None) -> None:
+    """The reconcile against its critical path, the hook's phases, and each module's playbook by where its time
+    went (and the same summed, over every module and over the critical chain)."""
+    modules = sorted(timeline["modules"], key=lambda m: m["start"])
+    path, chain = critical_chain(modules)
+    launched = dt.datetime.fromtimestamp(run.started, dt.UTC)
+
+    def since(stamp: str) -> float:
+        return (at(stamp) - launched).total_seconds()
+
+    first, last = min(since(m["start"]) for m in modules), max(since(m["end"]) for m in modules)
+    print(f"{title}: {run.seconds:.2f}s hook wall, modules run: {ran(run.log)}", flush=True)
+    print(f"  critical path of the DAG:  {path:7.2f}s  ratio wall / critical path: {run.seconds / path:.2f}  "
+          f"(goal <= 1.1); chain: {' -> '.join(chain)}")
+    print(f"  hook: launch to reconcile start {since(timeline['start']):.2f}s (interpreter, imports, reads, plan), "
+          f"to the first module {first:.2f}s, modules {last - first:.2f}s, after the last one "
+          f"{run.seconds - last:.2f}s (welcome, status)")
+    top = sorted(run.cluster_cpu.items(), key=lambda i: -i[1])
+    print(f"  CPU: hook tree {run.cpu:.1f}s ({run.cpu / run.seconds:.2f} cores over the wall), simulated cluster "
+          f"{sum(run.cluster_cpu.values()):.1f}s (" + ", ".join(f"{n} {c:.1f}" for n, c in top[:3])
+          + f"); load average {run.load:.1f} on {os.cpu_count()} cores")
+    if console is not None:
+        ends = ", ".join(f"{m['module']} {since(m['end']):.1f}s" for m in modules if by_name()[m["module"]].console)
+        print(f"  ConsoleReady (welcome box) at {console:.1f}s; console modules finished at: {ends}")
+    waiting = queued(modules)
+    parts = {m["module"]: breakdown(m) for m in modules}
+    columns = ("start-up", *KINDS, "rest")
+    print("  per module, seconds since launch and seconds of its run: start-up = run start to first task (Ansible's "
+          "start);\n  wait/apply/render/other/skipped = task time by kind; rest = between tasks; queued = ready "
+          "(predecessors done) to started")
+    print(f"    {'module':<15}{'start':>6}{'end':>7}{'wall':>7}{'tasks':>6}" + "".join(f"{c:>9}" for c in columns)
+          + f"{'queued':>8}")
+    for m in modules:
+        name = m["module"]
+        mark = "*" if name in chain else " "
+        print(f"   {mark}{name:<15}{since(m['start']):6.1f}{since(m['end']):7.1f}{span(m):7.2f}{len(m['tasks']):6d}"
+              + "".join(f"{parts[name][c]:9.2f}" for c in columns) + f"{waiting[name]:8.2f}")
+    for label, names in (("sum, all modules", list(parts)), ("sum, critical chain (*)", chain)):
+        total = sum(span(m) for m in modules if m["module"] in names)
+        sums = {c: sum(parts[n][c] for n in names) for c in columns}
+        print(f"    {label:<26}{total:9.2f}" + "".join(f"{sums[c]:9.2f}" for c in columns)
+              + f"{sum(waiting[n] for n in names):8.2f}")
+        print(f"    {'  share of its wall':<35}" + "".join(f"{sums[c] / total:9.0%}" for c in columns))
+
+
+def report_memory(memory: TreeMemory, limit: int) -> None:
+    """The peaks of the hook's process tree against the installer container's memory limit."""
+    largest = max(memory.runs, key=lambda m: memory.runs[m][0])
+    print(f"  memory, every {memory.interval:g}s ({memory.samples} samples, the sampler's CPU {memory.cpu:.1f}s), "
+          f"limit {limit} MiB (deploy/kubesphere-installer.yaml):")
+    print(f"    hook (engine) alone:      {_mib(memory.root)} VmRSS peak sampled, {_mib(memory.root_hwm)} VmHWM")
+    print(f"    largest Ansible run:      {_mib(memory.runs[largest][0])} VmRSS sum ({largest}; "
+          f"{_mib(memory.runs[largest][1]).strip()} PSS)")
+    print(f"    whole tree (up to {memory.processes} processes): {_mib(memory.total)} VmRSS sum, "
+          f"{_mib(memory.total_pss)} PSS sum; limit holds: {'yes' if memory.total_pss / 1024 < limit else 'NO'} "
+          f"(PSS, what the cgroup charges, beside shell-operator and the page cache), "
+          f"{'yes' if memory.total / 1024 < limit else 'no'} even by the RSS sum")
+    print("    per run, peak VmRSS sum / PSS sum: " + ", ".join(
+        f"{m} {r / 1024:.0f}/{p / 1024:.0f}" for m, (r, p) in sorted(memory.runs.items(), key=lambda i: -i[1][0])))
+
+
+def keep(logs: Path | None, name: str, run: HookRun, bench: Bench) -> None:
+    """With ``--logs``: the hook's log and the reconcile's timeline as ``<logs>/<name>.log`` and ``.timeline.json``."""
+    if logs:
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"{name}.log").write_text(run.log)
+        (logs / f"{name}.timeline.json").write_text(json.dumps(bench.timeline(), indent=1))
+
+
+def all_components(args: argparse.Namespace) -> int:
+    """Item 1 and 4 of the benchmark's all-components mode (see the module's docstring): two fresh clusters."""
+    limit = memory_limit()
+    spec = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())["spec"]
+    patch = switch_all_on(spec, tuple(n for n in (args.leave_off or "").split(",") if n))
+    print(f"every component on (from the registry): {json.dumps(patch, separators=(',', ':'))}", flush=True)
+    with telemetry_receiver() as url:
+        with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
+                                                                                  die_with_parent=True) as cluster:
+            bench = Bench.installed(cluster, Path(tmp) / "kubesphere")
+            bench.env["KS_TELEMETRY_URL"] = url
+            first = bench.run_hook()
+            default_console = bench.console_ready(first)
+            report_reconcile("default install (hook)", first, bench.timeline(), default_console)
+            keep(args.logs, "default-install", first, bench)
+            bench.patch(patch)
+            edit = bench.run_hook(sample=True)
+            report_reconcile("\nevery component on in one edit (hook)", edit, bench.timeline())
+            keep(args.logs, "all-on-edit", edit, bench)
+            assert edit.memory is not None
+            report_memory(edit.memory, limit)
+        with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
+                                                                                  die_with_parent=True) as cluster:
+            bench = Bench.installed(cluster, Path(tmp) / "kubesphere", patch)
+            bench.env["KS_TELEMETRY_URL"] = url
+            fresh = bench.run_hook(sample=True)
+            console = bench.console_ready(fresh)
+            report_reconcile("\nfresh install with every component on (hook)", fresh, bench.timeline(), console)
+            keep(args.logs, "all-on-install", fresh, bench)
+            assert fresh.memory is not None
+            report_memory(fresh.memory, limit)
+    print(f"\nConsoleReady after launch: default install {default_console:.1f}s, every component on "
+          f"{console:.1f}s; ratio {console / default_console:.2f}  (goal: about 1, the console independent of the "
+          "pluggable components)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=_positive, default=3)
     parser.add_argument("--module", default="metrics_server", help="module to switch on for the toggle figure")
     parser.add_argument("--scale", help="node counts, e.g. 3,100,500: the cluster-size figures instead")
     parser.add_argument("--namespaces", type=int, default=2000, help="extra namespaces beyond the first size")
+    parser.add_argument("--all-components", action="store_true",
+                        help="every component on: one edit, then a fresh install; time, where it goes, memory")
+    parser.add_argument("--leave-off", metavar="MODULES",
+                        help="with --all-components: these modules (comma-separated) stay off, e.g. gatekeeper")
+    parser.add_argument("--logs", type=Path, help="with --all-components: write each hook run's log in this directory")
     args = parser.parse_args()
     if args.scale:
         return scale(args)
+    if args.all_components:
+        return all_components(args)
     with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
                                                                               die_with_parent=True) as cluster:
         bench = Bench.installed(cluster, Path(tmp) / "kubesphere")

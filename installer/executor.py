@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from installer.plan import Plan, Step, run_order
+from installer.plan import Plan, Step, launch_priority, run_order
 from installer.runner import RunOutcome
 
 log = logging.getLogger("installer")
@@ -27,7 +27,8 @@ class Events:
 
 def execute(plan: Plan, run: Callable[[Step], RunOutcome], events: Events, max_parallel: int = 4,
             stop: Callable[[], bool] | None = None) -> dict[str, RunOutcome]:
-    """Run every runnable step once its predecessors succeeded; block the ones whose predecessors did not.
+    """Run every runnable step once its predecessors succeeded (the console's first, then those with the longest
+    chain behind them: :func:`installer.plan.launch_priority`); block the ones whose predecessors did not.
     Once ``stop()`` is true, no further step starts (running ones finish or are cancelled by their runner).
 
     Callbacks on ``events`` are made from this (the calling) thread only.
@@ -35,6 +36,7 @@ def execute(plan: Plan, run: Callable[[Step], RunOutcome], events: Events, max_p
     stopping = stop or (lambda: False)
     steps = {s.module: s for s in plan.runnable}
     waiting = run_order(plan)
+    priority = launch_priority(waiting)
     outcomes: dict[str, RunOutcome] = {}
     blocked: set[str] = set()
     running: dict[Future[RunOutcome], Step] = {}
@@ -53,7 +55,8 @@ def execute(plan: Plan, run: Callable[[Step], RunOutcome], events: Events, max_p
                     del waiting[name]
                     blocked.add(name)
                     events.blocked(steps[name], bad)
-            ready = [n for n, before in waiting.items() if all(d in outcomes or d in blocked for d in before)]
+            ready = sorted((n for n, before in waiting.items() if all(d in outcomes or d in blocked for d in before)),
+                           key=priority.__getitem__)
             launch = ready[: max(0, max_parallel - len(running))]
             for name in launch:
                 del waiting[name]

@@ -195,6 +195,8 @@ class Module:
     """Whether the module deploys images (so image and scheduling settings are inputs)."""
     console: bool = False
     """The console needs it: the welcome box is printed once every console module is installed."""
+    last: bool = False
+    """Run after every other module that installs or upgrades in the same reconcile (ordering only)."""
     images: tuple[str, ...] | Callable[[Spec], tuple[str, ...]] = ()
     """Keys of the image catalogue (roles/kubesphere-defaults) its objects name, or a function of the spec
     for modules whose variants deploy different images (``python -m installer images``)."""
@@ -293,12 +295,13 @@ MODULES: tuple[Module, ...] = (
                    "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali")),
     Module("edgeruntime", all_of(flag("edgeruntime.enabled"), flag("edgeruntime.kubeedge.enabled")), ("edgeruntime",),
            ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images),
+    # Gatekeeper's admission webhook reviews every write once registered: it goes in after the others' objects.
     Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper",
-           images=("gatekeeper",)),
+           images=("gatekeeper",), last=True),
     # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to). It runs last,
     # as upstream, so the report names the modules installed.
     Module("telemetry", flag("telemetry_enabled"), ("multicluster.clusterRole",), ("ks-core", "ks-config"),
-           workloads=False),
+           workloads=False, last=True),
 )
 
 

@@ -230,7 +230,33 @@ def run_order(plan: Plan) -> dict[str, dict[str, bool]]:
             before = {d: True for d in removing if name in modules[d].depends + modules[d].requires}
             before |= {d: False for d in readers(name) if d in applying}
         else:
-            before = {d: False for d in module.after if d in applying}
+            after = [d for d in applying if d != name and not modules[d].last] if module.last else module.after
+            before = {d: False for d in after if d in applying}
             before |= {d: True for d in module.depends + module.requires if d in applying}
         order[name] = before
     return order
+
+
+def launch_priority(order: dict[str, dict[str, bool]]) -> dict[str, tuple[int, int, int]]:
+    """The order in which steps that are ready at once take the free slots (smallest first): what the console
+    waits for, then the step with the longest chain of steps waiting behind it, then the registry's order."""
+    waiters: dict[str, list[str]] = {name: [] for name in order}
+    for name, before in order.items():
+        for dependency in before:
+            waiters[dependency].append(name)
+    console: set[str] = set()
+    todo = [m.name for m in MODULES if m.console and m.name in order]
+    while todo:
+        name = todo.pop()
+        if name not in console:
+            console.add(name)
+            todo.extend(order[name])
+    chain: dict[str, int] = {}
+
+    def behind(name: str) -> int:
+        if name not in chain:
+            chain[name] = 1 + max((behind(w) for w in waiters[name]), default=0)
+        return chain[name]
+
+    index = {m.name: i for i, m in enumerate(MODULES)}
+    return {name: (name not in console, -behind(name), index[name]) for name in order}

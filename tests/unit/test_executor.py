@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from installer.executor import Events, execute
+from installer.modules import MODULES
 from installer.plan import Action, Plan, Step
 from installer.retry import backoff_seconds, due_for_retry
 from installer.runner import RunOutcome
@@ -66,6 +67,30 @@ def test_modules_that_start_together_are_announced_once() -> None:
     batch = log.index("ok preinstall") + 1
     assert sorted(log[batch:batch + 2]) == ["start openldap", "start redis"] and log[batch + 2] == "launched"
     assert log[log.index("start ks-core") + 1] == "launched" and log.count("launched") == 3
+
+
+def _all_installed(max_parallel: int) -> list[str]:
+    plan = Plan(tuple(Step(m.name, Action.INSTALL) for m in MODULES))
+    log, outcomes = _execute(plan, "", max_parallel=max_parallel)
+    assert set(outcomes) == {m.name for m in MODULES}  # no cycle, every module ran
+    return [line for line in log if line != "launched"]
+
+
+def test_gatekeeper_and_telemetry_go_in_after_every_other_module() -> None:
+    """Gatekeeper's webhook reviews every write once registered; telemetry reports what is installed."""
+    log = _all_installed(max_parallel=4)
+    others_done = max(log.index(f"ok {m.name}") for m in MODULES if m.name not in ("gatekeeper", "telemetry"))
+    assert log.index("start gatekeeper") > others_done and log.index("start telemetry") > others_done
+
+
+def test_free_slots_go_to_the_console_first_then_to_the_longest_chains() -> None:
+    """With one slot, the console's modules (and what they wait for) all run before any other module; then
+    servicemesh, which monitoring, devops and alerting wait behind, before modules nothing waits for."""
+    log = [line.split()[1] for line in _all_installed(max_parallel=1) if line.startswith("start ")]
+    console = ["preinstall", "redis", "openldap", "ks-core", "minio", "ks-config"]
+    assert log[:len(console)] == console
+    assert log.index("opensearch") < log.index("servicemesh") < log.index("monitoring") < log.index("devops")
+    assert log.index("servicemesh") < log.index("metrics_server") and log.index("monitoring") < log.index("network")
 
 
 def test_parallelism_is_capped() -> None:
