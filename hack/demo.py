@@ -6,7 +6,13 @@
             pod does), create the default
             cluster-configuration unless a cc exists (your edits are kept), wait until a reconcile of the
             running shell-operator has finished on the cc's current spec and is Ready (or print what failed,
-            from its status, and exit 1), print the welcome box and the cc
+            from its status, and exit 1), print the welcome box and the cc.
+            With --from-v341 (a new demo only): first make the cluster what ks-installer v3.4.1 left
+            (hack/v341_cluster.py: the default platform with redis and OpenLDAP, events, auditing, logging and
+            Gatekeeper, their Helm releases, upstream's cc status, the original's installer Deployment), then
+            switch as README's "Switching from ks-installer v3.4.1" says (scale the original to 0, apply the
+            manifest) and, once Ready, print what the takeover did: objects deleted, workloads restarted,
+            `helm list -A`, status.adoption and the takeover's log lines
     down    stop shell-operator and the cluster, remove the state dir
     status  what runs, and where the logs are
 
@@ -37,7 +43,34 @@ REPO = Path(__file__).resolve().parents[1]
 SERVICE_ACCOUNT = ("kubesphere-system", "ks-installer")
 LEASE = "ks-installer"
 """The Lease in kubesphere-system that every full reconcile holds (installer.settings.LEASE_NAME)."""
-DEMO_ENTRIES = {"cluster", "kubesphere", "shell-operator", "shell-operator.pid", "installer.kubeconfig"}
+DEMO_ENTRIES = {"cluster", "kubesphere", "shell-operator", "shell-operator.pid", "installer.kubeconfig", "v341",
+                "v341.json"}
+#: What --from-v341 makes the original have installed (v341_cluster.Profile spec changes over the default cc).
+V341_SPEC = {"common__redis__enabled": True, "common__openldap__enabled": True,
+             "events": {"enabled": True, "ruler": {"enabled": True, "replicas": 2}}, "auditing": {"enabled": True},
+             "logging": {"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}},
+             "gatekeeper": {"enabled": True}}
+#: The original's installer (deploy/kubesphere-installer.yaml of v3.4.1, its workload and RBAC, abridged).
+V341_INSTALLER = [
+    {"apiVersion": "v1", "kind": "ServiceAccount",
+     "metadata": {"name": "ks-installer", "namespace": "kubesphere-system"}},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "ks-installer"},
+     "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "ks-installer"},
+     "subjects": [{"kind": "ServiceAccount", "name": "ks-installer", "namespace": "kubesphere-system"}],
+     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ks-installer"}},
+    {"apiVersion": "apps/v1", "kind": "Deployment",
+     "metadata": {"name": "ks-installer", "namespace": "kubesphere-system", "labels": {"app": "ks-installer"}},
+     "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "ks-installer"}},
+              "template": {"metadata": {"labels": {"app": "ks-installer"}},
+                           "spec": {"serviceAccountName": "ks-installer", "containers": [
+                               {"name": "installer", "image": "kubesphere/ks-installer:v3.4.1",
+                                "imagePullPolicy": "IfNotPresent",
+                                "volumeMounts": [{"mountPath": "/etc/localtime", "name": "host-time",
+                                                  "readOnly": True}]}],
+                                    "volumes": [{"hostPath": {"path": "/etc/localtime", "type": ""},
+                                                 "name": "host-time"}]}}}},
+]
 
 
 def state_dir() -> Path:
@@ -96,9 +129,78 @@ def start_operator(cluster: SimCluster, root: Path) -> float:
     return started
 
 
-def up(root: Path, timeout: int, helm: bool = False) -> int:
+def build_v341(cluster: SimCluster, root: Path) -> None:
+    """Make the demo cluster what ks-installer v3.4.1 left (once: v341.json records it)."""
+    import yaml
+    from kubernetes import config
+    from v341_cluster import Builder, ClusterTarget, Profile, revisions
+
+    if (root / "v341.json").exists():
+        say("reusing the v3.4.1 cluster built earlier")
+        return
+    if cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", check=False).returncode == 0:
+        raise SimClusterError("--from-v341 needs a new demo (`hack/demo.sh down` first): a cc exists")
+    work = root / "v341"
+    work.mkdir(parents=True, exist_ok=True)
+    say("building the cluster ks-installer v3.4.1 left (kubectl apply, helm install, its cc status) ...")
+    docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "kubesphere-installer.yaml").read_text())
+            if d and d["kind"] in ("CustomResourceDefinition", "Namespace")]  # the CRD is v3.4.1's too
+    (work / "installer.yaml").write_text(yaml.safe_dump_all([*docs, *V341_INSTALLER]))
+    cluster.kubectl("apply", "-f", str(work / "installer.yaml"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    begin = time.monotonic()
+    made = Builder(ClusterTarget(api, cluster.kubeconfig, work), cluster, work, Profile(V341_SPEC)).build()
+    say(f"v3.4.1 cluster built in {time.monotonic() - begin:.0f}s: {len(made.objects)} objects, releases "
+        + ", ".join(sorted(made.releases)))
+    (root / "v341.json").write_text(json.dumps({"objects": made.objects, "refs": made.refs,
+                                                "releases": made.releases, "revisions": revisions(api, made)}))
+    print(cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", "-o",
+                          "jsonpath={.status}").stdout)
+    print(cluster.kubectl("get", "deploy", "ks-installer", "-n", "kubesphere-system").stdout)
+    say("switching: kubectl -n kubesphere-system scale deploy ks-installer --replicas=0")
+    cluster.kubectl("scale", "deploy", "ks-installer", "-n", "kubesphere-system", "--replicas=0")
+
+
+def report_v341(cluster: SimCluster, root: Path) -> None:
+    """What the takeover did to what the original left: objects deleted, workloads restarted, releases, leftovers
+    and the takeover's lines in the installer's log."""
+    from kubernetes import config
+    from v341_cluster import V341Cluster, deleted, restarted, revisions
+
+    saved = json.loads((root / "v341.json").read_text())
+    made = V341Cluster(objects=saved["objects"], refs={k: tuple(v) for k, v in saved["refs"].items()},
+                       releases=saved["releases"])
+    before = {k: (v[0], tuple(v[1])) for k, v in saved["revisions"].items()}
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    gone, rolled = deleted(api, made), restarted(before, revisions(api, made))
+    print(f"objects the original made: {len(made.objects)}, deleted: {len(gone)} {gone or ''}")
+    print(f"workloads: {len(before)}, restarted: {len(rolled)} {rolled or ''}")
+    print("$ helm list -A")
+    print(subprocess.run([str(tool_path("helm")), f"--kubeconfig={cluster.kubeconfig}", "list", "-A"],
+                         capture_output=True, text=True, check=False).stdout)
+    adoption = cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", "-o",
+                               "jsonpath={.status.adoption}").stdout
+    print("status.adoption: " + json.dumps(json.loads(adoption or "null"), indent=2))
+    print("takeover in the installer's log:")
+    log = root / "shell-operator" / "shell-operator.log"
+    for line in log.read_text().splitlines() if log.exists() else []:
+        try:
+            msg = str(json.loads(line).get("msg", ""))
+        except ValueError:
+            msg = line
+        if any(m in msg for m in ("Retired Helm release", "kept the credentials", "Left as they are",
+                                  "Helm releases no module")):
+            print("  " + msg)
+    if gone or rolled:
+        raise SimClusterError("the takeover deleted objects or restarted workloads")
+
+
+def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False) -> int:
     root.mkdir(parents=True, exist_ok=True)
     cluster = start_cluster(root)
+    if from_v341:
+        build_v341(cluster, root)
     if helm:
         say("helm upgrade --install ks-installer deploy/charts/ks-installer")
         adopt(cluster.kubectl, "ks-installer", "default")  # what an earlier kubectl apply made
@@ -124,6 +226,8 @@ def up(root: Path, timeout: int, helm: bool = False) -> int:
     print(running.read_text() if running.exists() else "(no kubesphere_running yet)")
     print(cluster.kubectl("get", "cc", "-n", "kubesphere-system").stdout)
     print(cluster.kubectl("get", "deploy", "-n", "kubesphere-system").stdout)
+    if from_v341:
+        report_v341(cluster, root)
     print_where(root, cluster)
     return 0
 
@@ -210,11 +314,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for Ready (up)")
     parser.add_argument("--helm", action="store_true",
                         help="install the installer with its Helm chart instead of kubectl apply (up)")
+    parser.add_argument("--from-v341", action="store_true",
+                        help="a new demo over a cluster that ks-installer v3.4.1 installed (up)")
     args = parser.parse_args(argv)
     root = state_dir()
     try:
         if args.command == "up":
-            return up(root, args.timeout, args.helm)
+            return up(root, args.timeout, args.helm, args.from_v341)
         if args.command == "down":
             return down(root)
         return status(root)

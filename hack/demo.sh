@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: the installer's main job on the embedded simulated cluster (see hack/demo.py).
-# Usage: hack/demo.sh up|down|status      state in $KS_DEMO_DIR (default /tmp/ks-demo)
+# Usage: hack/demo.sh up [--from-v341]|down|status      state in $KS_DEMO_DIR (default /tmp/ks-demo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/env.sh

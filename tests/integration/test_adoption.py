@@ -1,22 +1,39 @@
 """Taking over a cluster that ks-installer v3.4.1 installed: the installer manifest applied over it, the cc kept,
 the first reconcile takes every module's objects over in place (installer.adoption); and MinIO's release (the App
-Store's), whose fixed keys stay."""
+Store's), whose fixed keys stay. The pluggable modules' releases: test_adoption_pluggable.py."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from installer_state import REPO
 from kubernetes import client, config
-from kubernetes.dynamic import DynamicClient
 from simcluster import SimCluster, tool_path
-from v341_cluster import LEFTOVER, UNKNOWN_RELEASE, Builder, V341Cluster, build
+from v341_cluster import (
+    CLUSTER_LEFTOVER,
+    DEFAULT,
+    LEFTOVER,
+    MINIO_KEYS,
+    UNKNOWN_RELEASE,
+    Builder,
+    Profile,
+    V341Cluster,
+    build,
+    deleted,
+    live,
+    restarted,
+    revisions,
+)
 
 from installer.adoption import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
 from installer.manifests import ident
@@ -28,30 +45,7 @@ from .test_minio import STORE, playbooks_without_core
 
 pytestmark = pytest.mark.cluster
 
-WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 HELM_ANNOTATIONS = ("meta.helm.sh/release-name", "meta.helm.sh/release-namespace")
-
-
-def live(api: client.ApiClient, ref: tuple[str, str, str, str]) -> Any:
-    api_version, kind, namespace, name = ref
-    return DynamicClient(api).resources.get(api_version=api_version, kind=kind).get(
-        name=name, namespace=namespace or None)
-
-
-def revisions(api: client.ApiClient, made: V341Cluster) -> dict[str, tuple[int, tuple[str, ...]]]:
-    """Each workload's generation and the names of its ReplicaSets / ControllerRevisions (a rollout adds one)."""
-    apps = client.AppsV1Api(api)
-    out = {}
-    for key, ref in made.refs.items():
-        if ref[1] not in WORKLOADS:
-            continue
-        obj = live(api, ref)
-        children = (apps.list_namespaced_replica_set(ref[2]).items if ref[1] == "Deployment"
-                    else apps.list_namespaced_controller_revision(ref[2]).items)
-        names = tuple(sorted(c.metadata.name for c in children
-                             if any(o.uid == obj.metadata.uid for o in c.metadata.owner_references or [])))
-        out[key] = (obj.metadata.generation, names)
-    return out
 
 
 def secret_value(api: client.ApiClient, namespace: str, name: str, key: str) -> str:
@@ -74,6 +68,22 @@ def fresh(api: client.ApiClient) -> bool:
     return not crds and not names & {"kubesphere-controls-system", "kubesphere-monitoring-system"}
 
 
+@contextlib.contextmanager
+def own_cluster(work: Path) -> Iterator[tuple[Installer, SimCluster]]:
+    """A simulated cluster of the test's own with the installer's CRD and no cc, and the installer for it."""
+    with SimCluster(work / "sim", die_with_parent=True) as sim:
+        docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "kubesphere-installer.yaml").read_text())
+                if d and d["kind"] in ("CustomResourceDefinition", "Namespace")]
+        (work / "installer-crd.yaml").write_text(yaml.safe_dump_all(docs))
+        sim.kubectl("apply", "-f", str(work / "installer-crd.yaml"))
+        sim.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+        api = config.new_client_from_config(config_file=str(sim.kubeconfig))
+        try:
+            yield Installer(api, str(sim.kubeconfig), work / "results"), sim
+        finally:
+            api.close()
+
+
 @pytest.fixture
 def cluster(installer: Installer, sim_cluster: SimCluster, tmp_path: Path) -> Iterator[tuple[Installer, SimCluster]]:
     """The installer with no state over a cluster without KubeSphere: the test's own cluster when an earlier test
@@ -82,68 +92,82 @@ def cluster(installer: Installer, sim_cluster: SimCluster, tmp_path: Path) -> It
         yield installer, sim_cluster
         _forget_extras(sim_cluster, tmp_path)
         return
-    with SimCluster(tmp_path / "sim", die_with_parent=True) as sim:
-        sim.kubectl("apply", "-f", str(sim_cluster.state_dir / "installer-crd.yaml"))
-        sim.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-        api = config.new_client_from_config(config_file=str(sim.kubeconfig))
-        try:
-            yield Installer(api, str(sim.kubeconfig), tmp_path / "results"), sim
-        finally:
-            api.close()
+    with own_cluster(tmp_path) as made:
+        yield made
 
 
 def _forget_extras(sim: SimCluster, work: Path) -> None:
-    """What no module owns, from the shared cluster: the unknown release (and its object) and the leftover."""
+    """What no module owns, from the shared cluster: the unknown release (and its object) and the leftovers."""
     env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig), "HELM_CACHE_HOME": str(work / "helm"),
            "HELM_CONFIG_HOME": str(work / "helm"), "HELM_DATA_HOME": str(work / "helm")}
     subprocess.run([str(tool_path("helm")), "uninstall", UNKNOWN_RELEASE[0], "-n", UNKNOWN_RELEASE[1]],
                    env=env, capture_output=True, timeout=60, check=False)
     sim.kubectl("delete", "configmap", "-n", NAMESPACE, LEFTOVER["metadata"]["name"], "--ignore-not-found",
                 check=False)
+    sim.kubectl("delete", "clusterrole", CLUSTER_LEFTOVER["metadata"]["name"], "--ignore-not-found", check=False)
 
 
-def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, SimCluster], tmp_path: Path) -> None:
-    installer, sim_cluster = cluster
+@dataclass
+class Takeover:
+    """What a first reconcile over the fixture did, per module (the closing figures)."""
+
+    made: V341Cluster
+    built: float
+    took: float = 0.0
+    workloads: int = 0
+    modules: dict[str, dict[str, int]] = field(default_factory=dict)
+    retired: dict[str, list[str]] = field(default_factory=dict)
+    restarted: list[str] = field(default_factory=list)
+    log: str = ""
+
+    def table(self) -> str:
+        rows = [f"fixture {self.built:.0f}s ({', '.join(f'{k} {v:.0f}s' for k, v in self.made.seconds.items())}), "
+                f"first reconcile {self.took:.0f}s; {len(self.restarted)} of {self.workloads} workloads restarted",
+                f"{'module':<15} {'adopted':>8} {'pruned':>7} {'left':>5} {'restarted':>10}  releases retired"]
+        for module, counts in sorted(self.modules.items()):
+            rows.append(f"{module:<15} {counts['adopted']:>8} {counts['pruned']:>7} {counts['left']:>5} "
+                        f"{counts['restarted']:>10}  {', '.join(self.retired.get(module, [])) or '-'}")
+        return "\n".join(rows)
+
+
+def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profile = DEFAULT) -> Takeover:
+    """Build the v3.4.1 cluster for ``profile``, run the first reconcile and check the takeover: Ready, every
+    enabled module recorded, nothing deleted, no pod restarted, the original's managers' fields moved and pruned,
+    its releases retired (the unknown one left), the leftovers listed. Returns the figures."""
     begin = time.monotonic()
-    made = build(installer, sim_cluster, tmp_path / "v341")
-    built = time.monotonic() - begin
+    made = build(installer, sim, work / "v341", profile)
+    result = Takeover(made, time.monotonic() - begin)
     api = installer.api
-    assert helm_list(sim_cluster, tmp_path / "helm") == sorted(["ks-core", "ks-openldap", "notification-manager",
-                                                                "snapshot-controller", "extra-dashboards"])
+    known = sorted(k for k, module in made.releases.items() if module)
+    assert helm_list(sim, work / "helm") == sorted(k.split("/")[1] for k in made.releases)
     workloads = revisions(api, made)
+    result.workloads = len(workloads)
     legacy_before = {k for k, ref in made.refs.items() if _legacy(live(api, ref).to_dict()["metadata"])}
 
     # The reconcile (as reconcile_ok, keeping its log): every enabled module runs, as plan says.
     planned = installer.planned()
     begin = time.monotonic()
     proc = installer.reconcile()
-    took = time.monotonic() - begin
+    result.took = time.monotonic() - begin
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert installer.ran(proc) == planned
     log = proc.stderr
-    enabled = set(PLATFORM) | {"redis", "openldap"}
-    assert set(planned) == enabled
+    assert set(planned) == made.modules
 
     # Ready, every enabled module recorded.
     assert installer.condition("Ready")["status"] == "True", installer.condition("Ready")
-    assert enabled <= set(stored_state(installer))
+    assert made.modules <= set(stored_state(installer))
 
     # Nothing deleted (every object the original made is the same object), no pod restarted.
-    gone = sorted(k for k, uid in made.objects.items() if _uid(api, made.refs[k]) != uid)
-    assert gone == []
+    assert deleted(api, made) == []
     after = revisions(api, made)
-    # A rollout makes a ReplicaSet (ControllerRevision); a StatefulSet's or DaemonSet's generation moves only with
-    # its spec. A Deployment's also moves with its annotations (Kubernetes copies them to its ReplicaSets): the
-    # last-applied and Helm annotations removed, the installer's added.
-    restarted = sorted(k for k in workloads if after[k][1] != workloads[k][1]
-                       or (not k.startswith("Deployment/") and after[k][0] != workloads[k][0]))
-    assert restarted == [], {k: (workloads[k], after[k]) for k in restarted}
+    result.restarted = restarted(workloads, after)
+    assert result.restarted == [], {k: (workloads[k], after[k]) for k in result.restarted}
 
     # Adopted objects (what each module's run applied, and its generated Secrets): labelled, the original's
     # managers' fields moved to the installer and pruned. What a module leaves to the cluster stays as it was
     # (preinstall: the VolumeSnapshot CRDs, which it applies only when the cluster has none).
     records, _ = StateStore(api).load()
-    report: dict[str, dict[str, int]] = {}
     for module, keys in made.adopted.items():
         inventory = {ident({"kind": k, "metadata": {"namespace": ns, "name": n}})
                      for _, k, ns, n in records[module].inventory}
@@ -163,56 +187,50 @@ def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, Sim
             assert not set(HELM_ANNOTATIONS) & set(annotations), key
             assert FIELD_MANAGER in managers and not managers & LEGACY_MANAGERS, (key, managers)
             pruned += key in legacy_before
-        report[module] = {"adopted": len(keys) - left, "pruned": pruned, "left": left}
+        result.modules[module] = {"adopted": len(keys) - left, "pruned": pruned, "left": left,
+                                  "restarted": sum(k in keys for k in result.restarted)}
 
-    # Helm: the original's releases retired, the unknown one left.
-    assert helm_list(sim_cluster, tmp_path / "helm") == ["extra-dashboards"]
-    for release, namespace in made.releases.items():
-        if release != "extra-dashboards":
-            line = f"Retired Helm release {namespace}/{release}: its objects now belong to module "
-            assert line in log, line
-    # Credentials: the original's values, and OpenLDAP's directory password.
-    assert secret_value(api, NAMESPACE, "kubesphere-secret", "secret") == \
-        made.credentials["kubesphere-system/kubesphere-secret"]["secret"]
-    assert secret_value(api, NAMESPACE, "redis-secret", "auth") == \
-        made.credentials["kubesphere-system/redis-secret"]["auth"]
+    # Helm: the original's releases retired (by the module that took them over), the unknown one left.
+    assert helm_list(sim, work / "helm") == [UNKNOWN_RELEASE[0]]
+    for release in known:
+        module = made.releases[release]
+        line = f"Retired Helm release {release}: its objects now belong to module {module}"
+        assert line in log, line
+        result.retired.setdefault(module, []).append(release)
+    # Credentials: the original's values (its passwords, MinIO's keys, the webhook CAs), none of them logged, and
+    # OpenLDAP's directory password.
     for ref, values in made.credentials.items():
         namespace, name = ref.split("/")
-        if "ca.crt" in values:
-            data = client.CoreV1Api(api).read_namespaced_secret(name, namespace).data
-            assert data["ca.crt"] == values["ca.crt"], ref
+        for key, value in values.items():
+            assert secret_value(api, namespace, name, key) == value, (ref, key)
+            assert value not in log, (ref, key)
     assert secret_value(api, NAMESPACE, "openldap-secret", "password") == "admin"
-    assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in log
     assert "[ks-core] kept the credentials that were there: Secret/kubesphere-system/kubesphere-secret" in log
-    assert made.credentials["kubesphere-system/redis-secret"]["auth"] not in log
 
     # What no module makes: logged and in status.adoption, not deleted.
     adoption = installer.status()["adoption"]
-    assert made.leftover in adoption["unadopted"], adoption
-    assert "ConfigMap/kubesphere-monitoring-system/extra-dashboards" in adoption["unadopted"]
+    for leftover in (*made.leftovers, "ConfigMap/kubesphere-monitoring-system/extra-dashboards"):
+        assert leftover in adoption["unadopted"], (leftover, adoption)
+        assert leftover in log, leftover
     assert adoption["helmReleases"] == [made.unknown_release]
-    assert made.leftover in log and made.unknown_release in log
+    assert made.unknown_release in log
+    result.log = log
+    return result
 
-    print(f"\nfixture {built:.0f}s ({made.seconds}), reconcile {took:.0f}s; restarted {len(restarted)} of "
-          f"{len(workloads)} workloads; releases retired: {sorted(set(made.releases) - {UNKNOWN_RELEASE[0]})}")
-    for module, counts in sorted(report.items()):
-        print(f"  {module}: {counts['adopted']} objects adopted, {counts['pruned']} had the original's fields pruned, "
-              f"{counts['left']} left to the cluster")
+
+def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, SimCluster], tmp_path: Path) -> None:
+    installer, sim_cluster = cluster
+    result = take_over(installer, sim_cluster, tmp_path)
+    assert result.made.modules == set(PLATFORM) | {"redis", "openldap"}
+    assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
+        result.log
+    print("\n" + result.table())
 
 
 def _legacy(meta: dict[str, Any]) -> bool:
     return any(e.get("manager") in LEGACY_MANAGERS for e in meta.get("managedFields") or [])
 
 
-def _uid(api: client.ApiClient, ref: tuple[str, str, str, str]) -> str | None:
-    try:
-        return live(api, ref).metadata.uid
-    except Exception:
-        return None
-
-
-#: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
-MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
 
 
 def _minio_absent(sim: SimCluster, work: Path) -> None:

@@ -1,0 +1,585 @@
+"""A simulated cluster as ks-installer v3.4.1 left it: built by the takeover tests (tests/integration/test_adoption*.py)
+and by the demo (``hack/demo.py up --from-v341``).
+
+The objects are those this installer's modules render for the spec (``installer.render``: each module's real
+playbook, reading the cluster), written the way the original wrote them, with the real CLIs:
+
+- ``kubectl apply`` (client-side: field manager ``kubectl-client-side-apply``, the last-applied annotation) for
+  what the original applied from its templates, and ``kubectl create secret`` for the passwords it generated;
+- ``helm install`` (manager ``helm``, label ``app.kubernetes.io/managed-by: Helm``, annotations
+  ``meta.helm.sh/release-*``, record ``sh.helm.release.v1.<release>.v1``) for what it installed from charts, under
+  its release names (:data:`RELEASES`: which of a module's objects each chart held). Each release is a throwaway
+  chart that holds the rendered objects as a file (so Helm does not template them again). Custom resources and
+  CRDs are applied with kubectl before the charts (whose webhooks would check them).
+
+A :class:`Profile` says which modules the cc enables (:data:`DEFAULT`: the default platform with redis and OpenLDAP;
+:data:`PLUGGABLE`: every module whose v3.4.1 install used Helm). Plus the original's credentials (a JWT key in
+``kubesphere-secret``, a random redis password in ``redis-secret/auth``, MinIO's fixed keys, its own webhook serving
+certificates; no Secret for OpenLDAP, whose directory was initialised with the chart's ``admin``), its cc status
+(``status.<component>: enabled``, ``enabledTime``), no ``ks-installer-state``; objects it made that no module makes
+any more (a ConfigMap, a ClusterRole), and one Helm release no module knows.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import string
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from simcluster import tool_path
+
+from installer import KS_VERSION, render
+from installer.certs import Layout, dns_names, generate
+from installer.cluster import ClusterConfigurations, cluster_facts
+from installer.core_secret import ADMIN_CLAIMS, DEFAULT_PASSWORD, admin_user, jwt_hs256
+from installer.engine_settings import Settings
+from installer.manifests import Obj, ident
+from installer.modules import get_module
+from installer.reconcile import Reconciler
+from installer.render_plugins import GENERATED_CA
+from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
+from installer.version import INSTALLER_VERSION
+
+REPO = Path(__file__).resolve().parents[1]
+MONITORING = "kubesphere-monitoring-system"
+LOGGING = "kubesphere-logging-system"
+Ref = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace, name); namespace '' when cluster-scoped."""
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+
+
+class Target(Protocol):
+    """The cluster the fixture builds, as the engine sees it: its API client, the engine's environment (a render
+    runs the modules' playbooks with it), and the cc."""
+
+    api: client.ApiClient
+
+    def environ(self) -> dict[str, str]: ...
+
+    def apply_cc(self, **spec_changes: Any) -> dict[str, Any]: ...
+
+    def patch_status(self, status: dict[str, Any]) -> None: ...
+
+
+class HasKubeconfig(Protocol):
+    kubeconfig: Path
+
+
+@dataclass
+class ClusterTarget:
+    """A :class:`Target` for a cluster reached with ``kubeconfig`` (``work``: the render's scratch directory): the cc
+    is ``deploy/cluster-configuration.yaml`` with the changes, applied with ``kubectl apply`` as users did."""
+
+    api: client.ApiClient
+    kubeconfig: Path
+    work: Path
+
+    def environ(self) -> dict[str, str]:
+        return {**os.environ, "KUBECONFIG": str(self.kubeconfig), "KS_RESULTS_DIR": str(self.work / "results"),
+                "KS_BASE_DIR": str(self.work)}
+
+    def apply_cc(self, **spec_changes: Any) -> dict[str, Any]:
+        cc = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())
+        for path, value in spec_changes.items():
+            node = cc["spec"]
+            *parents, leaf = path.split("__")
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = value
+        path = self.work / "cluster-configuration.yaml"
+        path.write_text(yaml.safe_dump(cc))
+        subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={self.kubeconfig}", "apply", "-f", str(path)],
+                       check=True, capture_output=True, timeout=60)
+        return client.CustomObjectsApi(self.api).get_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE,
+                                                                              CC_PLURAL, CC_NAME)
+
+    def patch_status(self, status: dict[str, Any]) -> None:
+        ClusterConfigurations(self.api).patch_status(status)
+
+
+@dataclass(frozen=True)
+class Release:
+    """One of the original's Helm releases: which of its module's rendered objects (built-in kinds) the chart held."""
+
+    name: str
+    namespace: str
+    module: str
+    holds: Callable[[Obj], bool]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def held(*namespaces: str, names: tuple[str, ...] = (), cluster: tuple[str, ...] = ()) -> Callable[[Obj], bool]:
+    """A chart's objects: those in ``namespaces`` whose name starts with one of ``names`` (any when none), and the
+    cluster-scoped ones whose name starts with one of ``cluster``."""
+    def holds(obj: Obj) -> bool:
+        meta = obj["metadata"]
+        if not meta.get("namespace"):
+            return meta["name"].startswith(cluster) if cluster else False
+        return meta["namespace"] in namespaces and (not names or meta["name"].startswith(names))
+    return holds
+
+
+def _ks_core(obj: Obj) -> bool:
+    meta = obj["metadata"]
+    if not meta.get("namespace"):
+        return meta["name"] in KS_CORE_CLUSTER_OBJECTS
+    return meta["namespace"] in (NAMESPACE, "kubesphere-controls-system") and obj["kind"] in (
+        "Deployment", "Service", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Secret")
+
+
+#: ks-core's chart held these cluster-scoped objects (its CRDs and IAM templates were applied with kubectl).
+KS_CORE_CLUSTER_OBJECTS = {
+    "system:kubesphere-router-clusterrole", "kubesphere", "system:kubesphere-cluster-admin",
+    "system:nginx-ingress-clusterrole-nisa-binding", "cluster.kubesphere.io", "network.kubesphere.io",
+    "resourcesquotas.quota.kubesphere.io", "rulegroups.alerting.kubesphere.io",
+    "storageclass-accessor.storage.kubesphere.io", "users.iam.kubesphere.io",
+}
+#: The original's releases (upstream's charts, roughly: their namespaced objects and the cluster-scoped RBAC and
+#: webhooks that came with them). A release whose module the profile does not enable is not made.
+RELEASES: tuple[Release, ...] = (
+    Release("snapshot-controller", "kube-system", "preinstall",
+            held("kube-system", names=("snapshot-controller",), cluster=("snapshot-controller",))),
+    Release("ks-core", NAMESPACE, "ks-core", _ks_core),
+    Release("notification-manager", MONITORING, "monitoring",
+            held(MONITORING, names=("notification-manager", "zh-cn"), cluster=("notification-manager",))),
+    Release("ks-openldap", NAMESPACE, "openldap", held(NAMESPACE)),
+    Release("ks-minio", NAMESPACE, "minio", held(NAMESPACE)),
+    Release("opensearch-master", LOGGING, "opensearch", held(LOGGING, names=("opensearch-cluster-master",))),
+    Release("opensearch-data", LOGGING, "opensearch", held(LOGGING, names=("opensearch-cluster-data",))),
+    Release("opensearch-logging-curator", LOGGING, "opensearch", held(LOGGING, names=("opensearch-logging-curator",))),
+    Release("opensearch-dashboard", LOGGING, "opensearch", held(LOGGING, names=("opensearch-dashboard",))),
+    Release("logsidecar-injector", LOGGING, "logging", held(LOGGING, names=("logsidecar-injector",),
+                                                            cluster=("logsidecar-injector",))),
+    Release("ks-events", LOGGING, "events", held(LOGGING, names=("ks-events", "kube-events"),
+                                                 cluster=("ks-events", "kube-events"))),
+    Release("kube-auditing", LOGGING, "auditing", held(LOGGING, names=("kube-auditing",),
+                                                       cluster=("kube-auditing",))),
+    Release("devops", "argocd", "devops", held("argocd", cluster=("devops-argocd", "argocd"))),
+    Release("devops", "kubesphere-devops-system", "devops", held(
+        "kubesphere-devops-system", "kubesphere-devops-worker",
+        cluster=("devops-", "ks-devops", "manager-role", "manager-rolebinding", "proxy-role", "proxy-rolebinding",
+                 "mutating-webhook-configuration", "validating-webhook-configuration"))),
+    Release("jaeger-operator", "istio-system", "servicemesh", held("istio-system", names=("jaeger-operator",),
+                                                                   cluster=("jaeger-operator",))),
+    Release("kiali-operator", "istio-system", "servicemesh", held("istio-system", names=("kiali-operator",),
+                                                                  cluster=("kiali-operator",))),
+    Release("kubefed", "kube-federation-system", "multicluster", held(
+        "kube-federation-system", "kube-system", names=("kubefed",),
+        cluster=("kubefed", "system:kubefed", "mutation.core.kubefed", "validations.core.kubefed"))),
+    Release("cloudcore", "kubeedge", "edgeruntime", held("kubeedge", cluster=("cloudcore", "edgeservice",
+                                                                             "iptables-manager"))),
+    Release("gatekeeper", "gatekeeper-system", "gatekeeper", held("gatekeeper-system", cluster=("gatekeeper",))),
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What the original installed: the cc's spec changes (``a__b=value``, over the default cc)."""
+
+    spec: dict[str, Any]
+
+
+#: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
+#: password (redis).
+DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True})
+#: Every pluggable module whose v3.4.1 install used Helm (with OpenSearch's dashboard; DevOps brings MinIO).
+PLUGGABLE = Profile({
+    **DEFAULT.spec, "common__opensearch__dashboard": {"enabled": True},
+    "events": {"enabled": True, "ruler": {"enabled": True, "replicas": 2}}, "auditing": {"enabled": True},
+    "logging": {"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}}, "devops": {"enabled": True},
+    "gatekeeper": {"enabled": True}, "multicluster": {"clusterRole": "host"}, "servicemesh": {"enabled": True},
+    "edgeruntime": {"enabled": True, "kubeedge": {"enabled": True}},
+})
+#: Kinds that hold a webhook certificate's CA (caBundle).
+CA_KINDS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition", "APIService"}
+BUILTIN_KINDS = {
+    "Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "PersistentVolumeClaim", "Deployment",
+    "StatefulSet", "DaemonSet", "Job", "CronJob", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "PodDisruptionBudget", "APIService",
+    "ResourceQuota", "HorizontalPodAutoscaler",
+}
+#: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
+MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
+#: What the original made and no module makes now (never adopted, never deleted).
+LEFTOVER: Obj = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "kubesphere-legacy-settings", "namespace": NAMESPACE},
+                 "data": {"made-by": "ks-installer v3.4.1"}}
+CLUSTER_LEFTOVER: Obj = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                         "metadata": {"name": "kubesphere-legacy-viewer"},
+                         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+#: A Helm release no module knows (someone's own chart in a KubeSphere namespace).
+UNKNOWN_RELEASE = ("extra-dashboards", MONITORING)
+UNKNOWN_OBJECT: Obj = {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "extra-dashboards", "namespace": MONITORING}, "data": {"a": "b"}}
+
+
+@dataclass
+class V341Cluster:
+    """What the fixture made: every object (``Kind/ns/name`` → uid), the workloads, the credentials' values."""
+
+    objects: dict[str, str] = field(default_factory=dict)
+    refs: dict[str, Ref] = field(default_factory=dict)
+    """``Kind/ns/name`` → (apiVersion, kind, namespace, name)."""
+    adopted: dict[str, list[str]] = field(default_factory=dict)
+    """Module → the ``Kind/ns/name`` of the rendered objects it made (what it takes over)."""
+    releases: dict[str, str] = field(default_factory=dict)
+    """``namespace/release`` → module, of the original's releases (the unknown one: '')."""
+    credentials: dict[str, dict[str, str]] = field(default_factory=dict)
+    """``namespace/name`` of a Secret → the original's values of some of its keys."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """The cc status the original left."""
+    leftovers: tuple[str, ...] = (ident(LEFTOVER), ident(CLUSTER_LEFTOVER))
+    unknown_release: str = f"{UNKNOWN_RELEASE[1]}/{UNKNOWN_RELEASE[0]}"
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def leftover(self) -> str:
+        return self.leftovers[0]
+
+    @property
+    def modules(self) -> set[str]:
+        return set(self.adopted)
+
+
+def random_letters(length: int) -> str:
+    return "".join(secrets.choice(string.ascii_letters) for _ in range(length))
+
+
+def upstream_status(spec: dict[str, Any], modules: list[str]) -> dict[str, Any]:
+    """The cc status v3.4.1 left for ``modules`` (their registry status keys, nested as ``events.ruler``)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%Z", time.gmtime())
+    status: dict[str, Any] = {}
+    for module in modules:
+        for key, on in get_module(module).status_keys(spec).items():
+            if on:
+                node = status
+                for part in key.split("."):
+                    node = node.setdefault(part, {})
+                node.update({"status": "enabled", "enabledTime": stamp})
+    status["core"]["version"] = "v3.4.1"
+    status["clusterId"] = "9f1c3a55-v341"
+    return status
+
+
+class Builder:
+    """Builds the cluster of ``target`` (no state, no cc yet; ``cluster.kubeconfig`` for the CLIs) in ``work``."""
+
+    def __init__(self, target: Target, cluster: HasKubeconfig, work: Path, profile: Profile = DEFAULT) -> None:
+        self.target, self.kubeconfig, self.work, self.profile = target, cluster.kubeconfig, work, profile
+        self.api: client.ApiClient = target.api
+        self.dyn = DynamicClient(self.api)
+        self.made = V341Cluster()
+        self.cache = work / "kube-cache"
+
+    # -- the real CLIs
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        proc = subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={self.kubeconfig}",
+                               f"--cache-dir={self.cache}", *args], input=input, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert proc.returncode == 0, f"kubectl {' '.join(args[:3])}: {proc.stderr[-3000:]}"
+        return proc.stdout
+
+    def helm(self, *args: str) -> str:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "HELM_CACHE_HOME": str(self.work / "helm"),
+               "HELM_CONFIG_HOME": str(self.work / "helm"), "HELM_DATA_HOME": str(self.work / "helm")}
+        proc = subprocess.run([str(tool_path("helm")), *args], capture_output=True, text=True, timeout=300,
+                              env=env, check=False)
+        assert proc.returncode == 0, f"helm {' '.join(args[:3])}: {proc.stderr[-3000:]}"
+        return proc.stdout
+
+    def apply(self, objects: list[Obj], name: str) -> None:
+        if objects:
+            path = self.work / f"{name}.yaml"
+            path.write_text(yaml.safe_dump_all(objects))
+            self.kubectl("apply", "-f", str(path))
+
+    def helm_install(self, release: str, namespace: str, objects: list[Obj], module: str = "") -> None:
+        chart = self.work / "charts" / namespace / release
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": release, "version": "0.1.0",
+                                                           "appVersion": "v3.4.1"}))
+        (chart / "objects.yaml").write_text(yaml.safe_dump_all(objects))
+        (chart / "templates" / "objects.yaml").write_text('{{ .Files.Get "objects.yaml" }}\n')
+        self.helm("install", release, str(chart), "--namespace", namespace)
+        self.made.releases[f"{namespace}/{release}"] = module
+
+    # -- the steps
+    def passwords(self) -> None:
+        """The passwords the original generated, with ``kubectl create secret`` (before the render, which reads
+        them): the JWT key and redis' password."""
+        key = random_letters(32)
+        self.kubectl("-n", NAMESPACE, "create", "secret", "generic", "kubesphere-secret",
+                     f"--from-literal=secret={key}", f"--from-literal=token={jwt_hs256(ADMIN_CLAIMS, key)}")
+        self.made.credentials["kubesphere-system/kubesphere-secret"] = {"secret": key}
+        self.made.adopted.setdefault("ks-core", []).append("Secret/kubesphere-system/kubesphere-secret")
+        self.made.refs["Secret/kubesphere-system/kubesphere-secret"] = ("v1", "Secret", NAMESPACE,
+                                                                       "kubesphere-secret")
+        if self.profile.spec.get("common__redis__enabled"):
+            redis = random_letters(15)
+            self.kubectl("-n", NAMESPACE, "create", "secret", "generic", "redis-secret",
+                         f"--from-literal=auth={redis}")
+            self.made.credentials["kubesphere-system/redis-secret"] = {"auth": redis}
+            self.made.adopted.setdefault("redis", []).append("Secret/kubesphere-system/redis-secret")
+            self.made.refs["Secret/kubesphere-system/redis-secret"] = ("v1", "Secret", NAMESPACE, "redis-secret")
+
+    def webhook_certs(self, calls: dict[str, list[dict[str, Any]]]) -> dict[str, Obj]:
+        """Module → the serving certificate Secret its chart held (one per ``ks_webhook_cert`` of its render)."""
+        from installer.ansible_tasks import ks_webhook_cert
+
+        certs = {}
+        for module, args_list in calls.items():
+            for params in args_list:
+                args = {k: s.get("default") for k, s in ks_webhook_cert.ARGUMENT_SPEC.items()} | params
+                layout = Layout(args["secret"], args["ca_name"], args["cert_name"], tuple(args["keys"]), args["type"])
+                data = generate(dns_names(args["service"], args["namespace"]), ca_name=layout.ca_name,
+                                cert_name=layout.cert_name)
+                certs[module] = {"apiVersion": "v1", "kind": "Secret", "type": layout.type,
+                                 "metadata": {"name": layout.secret, "namespace": args["namespace"]},
+                                 "data": layout.to_secret(data)}
+                self.made.credentials[f"{args['namespace']}/{layout.secret}"] = {
+                    layout.keys[0]: data["ca.crt"].decode()}
+        return certs
+
+    def credentials_filled(self, module: str, obj: Obj, cert: Obj | None) -> Obj:
+        """``obj`` with the values the original had where a render shows a generated one: the CA of the chart's
+        certificate in webhooks and conversion webhooks, random passwords in Secrets (their values kept)."""
+        text = json.dumps(obj)
+        if GENERATED_CA not in text:
+            return obj
+        if obj["kind"] == "Secret":
+            obj = json.loads(text)
+            values = {k: random_letters(22) for k, v in obj["data"].items() if v == GENERATED_CA}
+            obj["data"].update({k: base64.b64encode(v.encode()).decode() for k, v in values.items()})
+            self.made.credentials[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = values
+            return obj
+        assert cert is not None and obj["kind"] in CA_KINDS, f"{module}: {ident(obj)} holds a generated value"
+        return json.loads(text.replace(GENERATED_CA, _ca(cert)))
+
+    def random_secrets(self, module: str, run: render.Rendered, rendered: list[Obj]) -> list[Obj]:
+        """The Secrets of the module's random passwords that its chart held (not rendered: the module makes them
+        itself). Redis' was created with kubectl, OpenLDAP had none and MinIO's keys were fixed."""
+        if module in ("redis", "openldap", "minio"):
+            return []
+        names = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in rendered if o["kind"] == "Secret"}
+        out: dict[tuple[str, str], Obj] = {}
+        for call in run.calls_of("ks_random_secret"):
+            args = call["args"]
+            if (args["namespace"], args["name"]) in names:
+                continue
+            secret = out.setdefault((args["namespace"], args["name"]), {
+                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": args["name"], "namespace": args["namespace"]}, "data": {}})
+            value = random_letters(int(args.get("length") or 20))
+            secret["data"][args["key"]] = base64.b64encode(value.encode()).decode()
+            self.made.credentials.setdefault(f"{args['namespace']}/{args['name']}", {})[args["key"]] = value
+        return list(out.values())
+
+    def cc(self) -> dict[str, Any]:
+        return self.target.apply_cc(**self.profile.spec)
+
+    def render(self, cc: dict[str, Any], only: tuple[str, ...] = ()) -> tuple[dict[str, render.Rendered],
+                                                                               dict[str, Any]]:
+        """Each planned module's render (``only`` those modules' when given) against this cluster, and the spec
+        with the defaults."""
+        with _environ(self.target.environ()):
+            settings = Settings.from_env()
+            planned = Reconciler(self.api, settings).plan(cc)
+            assert planned.plan is not None and planned.prepared is not None, planned.errors
+            steps = [s for s in planned.plan.runnable if not only or s.module in only]
+            variables = {**planned.prepared.spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
+                         "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
+            out = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
+                                        settings.playbooks_dir, settings.roles_dir)
+        for name, run in out.items():
+            assert run.failure is None, f"rendering {name}: {run.failure}"
+        return out, planned.prepared.spec
+
+    def rendered(self, cc: dict[str, Any], only: tuple[str, ...] = ()) -> dict[str, list[Obj]]:
+        """Each planned module's objects (``only`` those modules' when given), as its playbook renders them against
+        this cluster."""
+        return {name: run.objects() for name, run in self.render(cc, only)[0].items()}
+
+    def build(self) -> V341Cluster:
+        begin = time.monotonic()
+        cc = self.cc()
+        self.passwords()
+        # DevOps read MinIO's keys, and so does its render; the chart of ks-minio held them (installed below).
+        minio = get_module("minio").enabled(cc["spec"])
+        if minio:
+            self.kubectl("create", "-f", "-", input=json.dumps(_minio_secret()))
+        runs, spec = self.render(cc)
+        if minio:
+            self.kubectl("-n", NAMESPACE, "delete", "secret", "minio")
+        self.made.seconds["render"] = time.monotonic() - begin
+        certs = self.webhook_certs({m: [c["args"] for c in run.calls_of("ks_webhook_cert")]
+                                    for m, run in runs.items()})
+        releases = [r for r in RELEASES if r.module in runs]
+        first: list[Obj] = []  # namespaces and CRDs
+        plain: list[Obj] = [LEFTOVER, CLUSTER_LEFTOVER]  # kubectl apply
+        custom: list[Obj] = []  # custom resources, before the charts' webhooks
+        charts: dict[Release, list[Obj]] = {r: [] for r in releases}
+        for module, run in runs.items():
+            objects = [self.credentials_filled(module, o, certs.get(module)) for o in run.objects()]
+            objects += [c for c in [certs.get(module), *self.random_secrets(module, run, objects)] if c]
+            if module == "minio":  # upstream's fixed keys; its bucket Job was a Helm hook, deleted once done
+                objects = [o for o in objects if o["kind"] != "Job"] + [_minio_secret()]
+                self.made.credentials[f"{NAMESPACE}/minio"] = dict(MINIO_KEYS)
+            for obj in objects:
+                if obj["kind"] != "Namespace":
+                    self.made.adopted.setdefault(module, []).append(ident(obj))
+                release = next((r for r in releases if r.module == module and r.holds(obj)), None)
+                if obj["kind"] in ("Namespace", "CustomResourceDefinition"):
+                    if ident(obj) not in {ident(o) for o in first}:
+                        first.append(obj)
+                elif obj["kind"] not in BUILTIN_KINDS:
+                    custom.append(obj)
+                elif release:
+                    charts[release].append(obj)
+                else:
+                    plain.append(obj)
+        status = upstream_status(spec, list(runs))
+        self.target.patch_status(status)
+        self.made.status = status
+        begin = time.monotonic()
+        self.apply(first, "first")
+        crds = [o["metadata"]["name"] for o in first if o["kind"] == "CustomResourceDefinition"]
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in crds])
+        # The admin User the original's chart made (the default password's hash), and the other custom resources;
+        # then the charts (their webhooks would check the custom resources). Independent steps run side by side.
+        custom.append(admin_user(DEFAULT_PASSWORD, {}))
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(lambda args: self.apply(*args), [(plain, "plain"), (custom, "custom")]))
+            installs = [(r.name, r.namespace, objs, r.module) for r, objs in charts.items() if objs]
+            list(pool.map(lambda args: self.helm_install(*args),
+                          [*installs, (*UNKNOWN_RELEASE, [UNKNOWN_OBJECT], "")]))
+        self.made.seconds["apply"] = time.monotonic() - begin
+        for obj in [*first, *plain, *custom, *(o for objs in charts.values() for o in objs), UNKNOWN_OBJECT]:
+            meta = obj["metadata"]
+            self.made.refs[ident(obj)] = (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+        self.settle()
+        self.made.objects = {key: uid for key, ref in self.made.refs.items() if (uid := self.uid(ref))}
+        return self.made
+
+    def uid(self, ref: Ref) -> str | None:
+        api_version, kind, namespace, name = ref
+        try:
+            return self.dyn.resources.get(api_version=api_version, kind=kind).get(
+                name=name, namespace=namespace or None).metadata.uid
+        except ApiException:
+            return None
+
+    def settle(self, timeout: float = 120) -> None:
+        """Wait until the controllers caught up (each workload's revision made, the StatefulSets' volumes claimed),
+        as on a cluster that has run for a while."""
+        apps = client.AppsV1Api(self.api)
+        core = client.CoreV1Api(self.api)
+        deadline = time.monotonic() + timeout
+        while True:
+            behind = [d.metadata.name for d in apps.list_deployment_for_all_namespaces().items
+                      if (d.status.observed_generation or 0) < d.metadata.generation]
+            behind += [d.metadata.name for d in apps.list_daemon_set_for_all_namespaces().items
+                       if (d.status.observed_generation or 0) < d.metadata.generation]
+            claims = {(c.metadata.namespace, c.metadata.name)
+                      for c in core.list_persistent_volume_claim_for_all_namespaces().items}
+            for sts in apps.list_stateful_set_for_all_namespaces().items:
+                meta, spec = sts.metadata, sts.spec
+                wanted = {(meta.namespace, f"{t.metadata.name}-{meta.name}-0")
+                          for t in spec.volume_claim_templates or []} if spec.replicas else set()
+                if not sts.status.current_revision or not wanted <= claims:
+                    behind.append(meta.name)
+            if not behind:
+                return
+            assert time.monotonic() < deadline, f"not settled: {behind}"
+            time.sleep(0.5)
+
+
+def _ca(secret: Obj) -> str:
+    """The base64 CA certificate of a serving certificate Secret (its first key, by the layouts' order)."""
+    return next(iter(secret["data"].values()))
+
+
+def _minio_secret() -> Obj:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "minio", "namespace": NAMESPACE},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in MINIO_KEYS.items()}}
+
+
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def build(target: Target, cluster: HasKubeconfig, work: Path, profile: Profile = DEFAULT) -> V341Cluster:
+    """Make the cluster of ``target`` (no state, no cc yet) what ks-installer v3.4.1 left for ``profile``."""
+    work.mkdir(parents=True, exist_ok=True)
+    return Builder(target, cluster, work, profile).build()
+
+
+# -- what the takeover changed (the tests and the demo compare before and after)
+def live(api: client.ApiClient, ref: Ref) -> Any:
+    api_version, kind, namespace, name = ref
+    return DynamicClient(api).resources.get(api_version=api_version, kind=kind).get(
+        name=name, namespace=namespace or None)
+
+
+def uid_of(api: client.ApiClient, ref: Ref) -> str | None:
+    try:
+        return live(api, ref).metadata.uid
+    except ApiException:
+        return None
+
+
+def deleted(api: client.ApiClient, made: V341Cluster) -> list[str]:
+    """What the fixture made that is gone or another object now (its uid changed)."""
+    return sorted(k for k, uid in made.objects.items() if uid_of(api, made.refs[k]) != uid)
+
+
+def revisions(api: client.ApiClient, made: V341Cluster) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Each workload's generation and the names of its ReplicaSets / ControllerRevisions (a rollout adds one)."""
+    apps = client.AppsV1Api(api)
+    children: dict[tuple[str, str], list[Any]] = {}
+    out = {}
+    for key, ref in made.refs.items():
+        if ref[1] not in WORKLOADS:
+            continue
+        obj = live(api, ref)
+        kind = "ReplicaSet" if ref[1] == "Deployment" else "ControllerRevision"
+        if (kind, ref[2]) not in children:
+            children[(kind, ref[2])] = (apps.list_namespaced_replica_set(ref[2]).items if kind == "ReplicaSet"
+                                        else apps.list_namespaced_controller_revision(ref[2]).items)
+        names = tuple(sorted(c.metadata.name for c in children[(kind, ref[2])]
+                             if any(o.uid == obj.metadata.uid for o in c.metadata.owner_references or [])))
+        out[key] = (obj.metadata.generation, names)
+    return out
+
+
+def restarted(before: dict[str, tuple[int, tuple[str, ...]]],
+              after: dict[str, tuple[int, tuple[str, ...]]]) -> list[str]:
+    """The workloads rolled out between two :func:`revisions`: a rollout makes a ReplicaSet (ControllerRevision);
+    a StatefulSet's or DaemonSet's generation moves only with its spec. A Deployment's also moves with its
+    annotations (Kubernetes copies them to its ReplicaSets), which the takeover changes."""
+    return sorted(k for k in before if after[k][1] != before[k][1]
+                  or (not k.startswith("Deployment/") and after[k][0] != before[k][0]))
