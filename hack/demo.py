@@ -155,6 +155,7 @@ def build_v341(cluster: SimCluster, root: Path) -> None:
         + ", ".join(sorted(made.releases)))
     (root / "v341.json").write_text(json.dumps({"objects": made.objects, "refs": made.refs,
                                                 "releases": made.releases, "revisions": revisions(api, made)}))
+    say("the cc's status as the original left it, and its installer:")
     print(cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", "-o",
                           "jsonpath={.status}").stdout)
     print(cluster.kubectl("get", "deploy", "ks-installer", "-n", "kubesphere-system").stdout)
@@ -174,8 +175,8 @@ def report_v341(cluster: SimCluster, root: Path) -> None:
     before = {k: (v[0], tuple(v[1])) for k, v in saved["revisions"].items()}
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     gone, rolled = deleted(api, made), restarted(before, revisions(api, made))
-    print(f"objects the original made: {len(made.objects)}, deleted: {len(gone)} {gone or ''}")
-    print(f"workloads: {len(before)}, restarted: {len(rolled)} {rolled or ''}")
+    print(f"objects the original made: {len(made.objects)}, deleted: {len(gone)}" + (f" {gone}" if gone else ""))
+    print(f"workloads: {len(before)}, restarted: {len(rolled)}" + (f" {rolled}" if rolled else ""))
     print("$ helm list -A")
     print(subprocess.run([str(tool_path("helm")), f"--kubeconfig={cluster.kubeconfig}", "list", "-A"],
                          capture_output=True, text=True, check=False).stdout)

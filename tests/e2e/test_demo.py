@@ -19,11 +19,11 @@ pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 
 
-def demo(command: str, state: Path) -> subprocess.CompletedProcess[str]:
+def demo(command: str, state: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KS_DEMO_DIR": str(state)}
     env.pop("KUBECONFIG", None)
-    return subprocess.run([sys.executable, str(REPO / "hack" / "demo.py"), command, "--timeout", "300"], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run([sys.executable, str(REPO / "hack" / "demo.py"), command, "--timeout", "300", *flags],
+                          env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
 def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None:
@@ -85,3 +85,24 @@ def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None
     assert down.returncode == 0, down.stderr
     assert not state.exists()
     assert not [p for p in pids if pid_alive(p)]
+
+
+def test_demo_over_a_cluster_that_v341_installed(tmp_path: Path) -> None:
+    """`up --from-v341`: the cluster the original left (its objects, Helm releases and installer Deployment), the
+    switch as README says, the real shell-operator under the installer's ServiceAccount: Ready, nothing deleted,
+    no workload restarted, only the unknown release left in Helm, the leftovers in status.adoption."""
+    state = tmp_path / "demo"
+    try:
+        up = demo("up", state, "--from-v341")
+        assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
+        assert re.search(r"ks-installer\s+True\s+False\s+(\d+)/\1\s+Installed\s+v3\.4\.1", up.stdout), up.stdout
+        assert re.search(r"objects the original made: \d{3}, deleted: 0\n", up.stdout), up.stdout
+        assert re.search(r"workloads: \d+, restarted: 0\n", up.stdout), up.stdout
+        listed = up.stdout.split("$ helm list -A\n", 1)[1].split("status.adoption:", 1)[0]
+        assert [line.split()[0] for line in listed.strip().splitlines()[1:]] == ["extra-dashboards"], listed
+        assert "ClusterRole/kubesphere-legacy-viewer" in up.stdout.split("status.adoption:", 1)[1]
+        assert "Retired Helm release kubesphere-system/ks-core: its objects now belong to module ks-core" in up.stdout
+    finally:
+        down = demo("down", state)
+    assert down.returncode == 0, down.stderr
+    assert not state.exists()
