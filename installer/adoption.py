@@ -151,6 +151,43 @@ def upgraded(meta: dict[str, Any], api_version: str) -> list[dict[str, Any]] | N
     return [*out, entry]
 
 
+#: Labels the API server sets itself (a Namespace's name): an apply's managed fields name them, no apply removes them.
+SERVER_SET_LABELS = frozenset({"kubernetes.io/metadata.name"})
+
+
+def dropped_by_takeover(live: dict[str, Any], body: dict[str, Any]) -> list[str]:
+    """The labels and annotations of ``live`` that only the original's managers own and ``body`` (what the
+    installer applies) does not set: what the takeover's apply removes, as ``metadata.<labels|annotations>.<key>``."""
+    meta, ours = live.get("metadata") or {}, body.get("metadata") or {}
+    owned: dict[str, set[str]] = {"labels": set(), "annotations": set()}
+    others: dict[str, set[str]] = {"labels": set(), "annotations": set()}
+    for entry in meta.get("managedFields") or []:
+        fields = (entry.get("fieldsV1") or {}).get("f:metadata") or {}
+        into = owned if entry in legacy_entries(meta) else others
+        for part in into:
+            into[part] |= {k[2:] for k in fields.get(f"f:{part}") or {} if k.startswith("f:")}
+    return [f"metadata.{part}.{key}" for part in ("labels", "annotations")
+            for key in sorted(owned[part] - others[part])
+            if key in (meta.get(part) or {}) and key not in (ours.get(part) or {})
+            and not (part == "labels" and key in SERVER_SET_LABELS)]
+
+
+def releases_to_retire(api: client.ApiClient, module: str) -> list[str]:
+    """``namespace/release`` of the original's Helm releases that ``module``'s install retires (read only)."""
+    core = client.CoreV1Api(api)
+    found = []
+    for (namespace, release), owner in RELEASES.items():
+        if owner != module:
+            continue
+        try:
+            if core.list_namespaced_secret(namespace, label_selector=f"owner=helm,name={release}", limit=1).items:
+                found.append(f"{namespace}/{release}")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    return found
+
+
 def take_over(res: Any, meta: dict[str, Any], api_version: str, attempts: int = 5) -> list[str]:
     """Move the fields the original's managers own on the object (``meta``: its live metadata) to the installer
     (``res``: its DynamicClient resource); returns the managers whose fields moved. One JSON patch guarded by the

@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+from installer.adoption import dropped_by_takeover, legacy_entries, releases_to_retire
 from installer.config.secrets import REDACTED, SECRET_KEY
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API
 from installer.manifests import (
@@ -47,8 +48,9 @@ from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MO
 VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink")
 VOLATILE_ANNOTATIONS = (APPLIED_ANNOTATION, "deployment.kubernetes.io/revision")
 MAX_VALUE = 160
-SYMBOL = {"create": "+", "update": "~", "recreate": "±", "delete": "-", "kept": "=", "roll": "↻", "error": "!"}
-CHANGES = ("create", "update", "recreate", "delete", "roll")
+SYMBOL = {"create": "+", "update": "~", "adopt": "^", "recreate": "±", "delete": "-", "kept": "=", "roll": "↻",
+          "error": "!"}
+CHANGES = ("create", "update", "adopt", "recreate", "delete", "roll")
 
 
 # --- Field-level diff (pure) ----------------------------------------------------------------------------------
@@ -175,7 +177,8 @@ class ObjectChange:
     object: str
     """``Kind/namespace/name``."""
     action: str
-    """create, update, recreate, delete, roll, kept, unchanged or error."""
+    """create, update, adopt (made by the original installer: taken over), recreate, delete, roll, kept, unchanged
+    or error."""
     fields: list[str] = field(default_factory=list)
     note: str = ""
 
@@ -387,6 +390,9 @@ class ClusterPlanner:
             if ref not in applied:
                 module.add(ref, "delete")
         self._prune(manifests, run, module)
+        if run.action == "install":
+            module.notes += [f"retires Helm release {r} (its release records, not its objects)"
+                             for r in releases_to_retire(self.api, run.module)]
         self._generated(run, module)
         self._rollouts(run, module)
         self._metadata(run, module)
@@ -448,7 +454,14 @@ class ClusterPlanner:
         if live is None:
             module.add(ref, "create", note=self._generated_note(obj))
             return
-        fields = object_diff(live.to_dict(), after)
+        current = live.to_dict()
+        fields = object_diff(current, after)
+        legacy = sorted({e["manager"] for e in legacy_entries(current["metadata"])})
+        if legacy and MODULE_LABEL not in (current["metadata"].get("labels") or {}):
+            dropped = [f"{path}: removed (only {', '.join(legacy)} set it)" for path in dropped_by_takeover(
+                current, body)]
+            module.add(ref, "adopt", [*fields, *dropped], note=f"made by {', '.join(legacy)}: taken over in place")
+            return
         module.add(ref, "update" if fields else "unchanged", fields)
 
     @staticmethod
@@ -490,12 +503,16 @@ class ClusterPlanner:
             data = live.data or {}
             labels = live.metadata.labels or {}
             labelled = labels.get(MODULE_LABEL) == run.module
+            meta = self.api.sanitize_for_serialization(live.metadata)
+            legacy = [] if MODULE_LABEL in labels else sorted({e["manager"] for e in legacy_entries(meta)})
+            action, note = ("adopt", f"made by {', '.join(legacy)}: taken over, its values kept") if legacy else (
+                "update", "")
             if call["module"] == "ks_webhook_cert":
                 reason = (call.get("result") or {}).get("reason", "kept")
                 if reason not in ("kept", "labelled"):
                     module.add(ref, "update", [f"data.{k}: changed {GENERATED}" for k in keys], note=reason)
                 elif reason == "labelled":
-                    module.add(ref, "update", [f"metadata.labels.{MODULE_LABEL}: + {run.module}"])
+                    module.add(ref, action, [f"metadata.labels.{MODULE_LABEL}: + {run.module}"], note=note)
                 continue
             fields = [f"data.{k}: added {GENERATED}" for k in keys if k not in data]
             if call["module"] == "ks_core_secret":
@@ -503,7 +520,7 @@ class ClusterPlanner:
             if not labelled:
                 fields.append(f"metadata.labels.{MODULE_LABEL}: + {run.module}")
             if fields:
-                module.add(ref, "update", fields)
+                module.add(ref, action, fields, note=note)
         if run.calls_of("ks_core_secret"):
             try:
                 DynamicClient(self.api).resources.get(api_version=USER_API, kind="User").get(name=ADMIN)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -130,16 +131,45 @@ class Takeover:
         return "\n".join(rows)
 
 
-def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profile = DEFAULT) -> Takeover:
-    """Build the v3.4.1 cluster for ``profile``, run the first reconcile and check the takeover: Ready, every
-    enabled module recorded, nothing deleted, no pod restarted, the original's managers' fields moved and pruned,
-    its releases retired (the unknown one left), the leftovers listed. Returns the figures."""
+def previewed(installer: Installer, made: V341Cluster) -> None:
+    """``plan --objects`` before the switch: every object of the original's that a module applies is shown as
+    adopted, with what the takeover removes; each module's releases to retire; nothing is changed by it."""
+    versions = {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()}
+    proc = installer.cli("plan", "--objects", "-o", "json")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    plan = {m["module"]: m for m in json.loads(proc.stdout)["modules"]}
+    for module, keys in made.adopted.items():
+        shown = {o["object"]: o for o in plan[module]["objects"]}
+        for key in keys:
+            if key in shown and made.refs[key][1] != "CustomResourceDefinition":
+                assert shown[key]["action"] == "adopt", (module, shown[key])
+    adopted = [o for m in plan.values() for o in m["objects"] if o["action"] == "adopt"]
+    assert len(adopted) > 200
+    assert any(f"metadata.annotations.{LAST_APPLIED}: removed (only kubectl-client-side-apply set it)" in o["fields"]
+               for o in adopted)
+    assert any("metadata.annotations.meta.helm.sh/release-name: removed (only helm set it)" in o["fields"]
+               for o in adopted)
+    for key, module in made.releases.items():
+        if module:
+            assert f"retires Helm release {key} (its release records, not its objects)" in plan[module]["notes"]
+    assert {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()} == versions
+    assert StateStore(installer.api).raw() == {}  # no state written either
+
+
+def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profile = DEFAULT,
+              preview: bool = False) -> Takeover:
+    """Build the v3.4.1 cluster for ``profile``, (``preview``: ``plan --objects`` first,) run the first reconcile and
+    check the takeover: Ready, every enabled module recorded, nothing deleted, no pod restarted, the original's
+    managers' fields moved and pruned, its releases retired (the unknown one left), the leftovers listed. Returns the
+    figures."""
     begin = time.monotonic()
     made = build(installer, sim, work / "v341", profile)
     result = Takeover(made, time.monotonic() - begin)
     api = installer.api
     known = sorted(k for k, module in made.releases.items() if module)
     assert helm_list(sim, work / "helm") == sorted(k.split("/")[1] for k in made.releases)
+    if preview:
+        previewed(installer, made)
     workloads = revisions(api, made)
     result.workloads = len(workloads)
     legacy_before = {k for k, ref in made.refs.items() if _legacy(live(api, ref).to_dict()["metadata"])}
@@ -220,7 +250,7 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
 
 def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, SimCluster], tmp_path: Path) -> None:
     installer, sim_cluster = cluster
-    result = take_over(installer, sim_cluster, tmp_path)
+    result = take_over(installer, sim_cluster, tmp_path, preview=True)
     assert result.made.modules == set(PLATFORM) | {"redis", "openldap"}
     assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
         result.log
