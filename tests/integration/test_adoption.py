@@ -21,9 +21,7 @@ from installer_state import REPO
 from kubernetes import client, config
 from simcluster import SimCluster, tool_path
 from v341_cluster import (
-    CLUSTER_LEFTOVER,
     DEFAULT,
-    LEFTOVER,
     MINIO_KEYS,
     UNKNOWN_RELEASE,
     Builder,
@@ -62,13 +60,6 @@ def helm_list(sim: SimCluster, work: Path) -> list[str]:
     return sorted(proc.stdout.split())
 
 
-def fresh(api: client.ApiClient) -> bool:
-    """Whether the cluster holds nothing of KubeSphere yet (no earlier test installed into it)."""
-    names = {n.metadata.name for n in client.CoreV1Api(api).list_namespace().items}
-    crds = client.ApiextensionsV1Api(api).list_custom_resource_definition(label_selector=MODULE_LABEL).items
-    return not crds and not names & {"kubesphere-controls-system", "kubesphere-monitoring-system"}
-
-
 @contextlib.contextmanager
 def own_cluster(work: Path) -> Iterator[tuple[Installer, SimCluster]]:
     """A simulated cluster of the test's own with the installer's CRD and no cc, and the installer for it."""
@@ -86,26 +77,11 @@ def own_cluster(work: Path) -> Iterator[tuple[Installer, SimCluster]]:
 
 
 @pytest.fixture
-def cluster(installer: Installer, sim_cluster: SimCluster, tmp_path: Path) -> Iterator[tuple[Installer, SimCluster]]:
-    """The installer with no state over a cluster without KubeSphere: the test's own cluster when an earlier test
-    installed into this one (its objects would not be the original's)."""
-    if fresh(installer.api):
-        yield installer, sim_cluster
-        _forget_extras(sim_cluster, tmp_path)
-        return
+def cluster(tmp_path: Path) -> Iterator[tuple[Installer, SimCluster]]:
+    """The installer with no state over a cluster of the test's own (the takeover leaves the original's objects and
+    namespaces behind, which no later test of a shared cluster expects)."""
     with own_cluster(tmp_path) as made:
         yield made
-
-
-def _forget_extras(sim: SimCluster, work: Path) -> None:
-    """What no module owns, from the shared cluster: the unknown release (and its object) and the leftovers."""
-    env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig), "HELM_CACHE_HOME": str(work / "helm"),
-           "HELM_CONFIG_HOME": str(work / "helm"), "HELM_DATA_HOME": str(work / "helm")}
-    subprocess.run([str(tool_path("helm")), "uninstall", UNKNOWN_RELEASE[0], "-n", UNKNOWN_RELEASE[1]],
-                   env=env, capture_output=True, timeout=60, check=False)
-    sim.kubectl("delete", "configmap", "-n", NAMESPACE, LEFTOVER["metadata"]["name"], "--ignore-not-found",
-                check=False)
-    sim.kubectl("delete", "clusterrole", CLUSTER_LEFTOVER["metadata"]["name"], "--ignore-not-found", check=False)
 
 
 @dataclass
