@@ -20,7 +20,16 @@ from installer.config.secrets import redact
 from installer.records import Record
 from installer.settings import MANAGED_BY, NAMESPACE, STATE_SECRET
 from installer.spec import merge, nested
-from installer.state_codec import FORMAT, FORMAT_KEY, SPEC_KEY, WRITER_KEY, encode, format_of, parse, upgraded
+from installer.state_codec import (
+    FORMAT,
+    FORMAT_KEY,
+    SPEC_KEY,
+    WRITER_KEY,
+    encode,
+    format_of,
+    records_of,
+    upgraded,
+)
 from installer.version import INSTALLER_VERSION
 
 log = logging.getLogger("installer")
@@ -56,11 +65,12 @@ class StateStore:
         """Module records and the last accepted spec; StateUnreadable names the first bad entry, StateTooNew
         refuses the state of a newer installer."""
         data = self._read()
-        loaded = parse(data, self.ref)
+        entries = upgraded(data, self.ref)  # decoded once
+        loaded = records_of(entries, self.ref)
         self.stored_spec = loaded[1]
         self.format = format_of(data, self.ref) if data else None
         self.upgrade = {} if self.format in (None, FORMAT) else {
-            k: encode(v) for k, v in upgraded(data, self.ref).items() if k not in (FORMAT_KEY, WRITER_KEY)}
+            k: encode(v) for k, v in entries.items() if k not in (FORMAT_KEY, WRITER_KEY)}
         return loaded
 
     def raw(self) -> dict[str, str]:

@@ -74,7 +74,11 @@ def upgraded(data: dict[str, str], ref: str) -> dict[str, Any]:
 def parse(data: dict[str, str], ref: str) -> tuple[dict[str, Record], dict[str, Any] | None]:
     """Module records and the last accepted spec of a Secret's ``data``, upgraded to this installer's format;
     StateUnreadable names the first bad entry, StateTooNew refuses a newer installer's state."""
-    entries = upgraded(data, ref)
+    return records_of(upgraded(data, ref), ref)
+
+
+def records_of(entries: dict[str, Any], ref: str) -> tuple[dict[str, Record], dict[str, Any] | None]:
+    """Module records and the last accepted spec of decoded, upgraded entries (:func:`upgraded`)."""
     records: dict[str, Record] = {}
     spec = None
     for key, decoded in entries.items():
