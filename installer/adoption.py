@@ -28,6 +28,7 @@ import copy
 import datetime as dt
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from kubernetes import client
@@ -172,20 +173,25 @@ def dropped_by_takeover(live: dict[str, Any], body: dict[str, Any]) -> list[str]
             and not (part == "labels" and key in SERVER_SET_LABELS)]
 
 
-def releases_to_retire(api: client.ApiClient, module: str) -> list[str]:
-    """``namespace/release`` of the original's Helm releases that ``module``'s install retires (read only)."""
+def release_records(api: client.ApiClient, module: str) -> Iterator[tuple[str, list[Any]]]:
+    """``namespace/release`` and the release record Secrets of each of the original's Helm releases that
+    ``module`` takes over (no records: the release is not there)."""
     core = client.CoreV1Api(api)
-    found = []
     for (namespace, release), owner in RELEASES.items():
         if owner != module:
             continue
         try:
-            if core.list_namespaced_secret(namespace, label_selector=f"owner=helm,name={release}", limit=1).items:
-                found.append(f"{namespace}/{release}")
+            records = core.list_namespaced_secret(namespace, label_selector=f"owner=helm,name={release}").items
         except ApiException as exc:
             if exc.status != 404:
                 raise
-    return found
+            records = []
+        yield f"{namespace}/{release}", records
+
+
+def releases_to_retire(api: client.ApiClient, module: str) -> list[str]:
+    """``namespace/release`` of the original's Helm releases that ``module``'s install retires (read only)."""
+    return [release for release, records in release_records(api, module) if records]
 
 
 def take_over(res: Any, meta: dict[str, Any], api_version: str, attempts: int = 5) -> list[str]:
@@ -214,24 +220,16 @@ def retire_releases(api: client.ApiClient, module: str) -> list[str]:
     objects); returns ``namespace/release`` of each release retired."""
     core = client.CoreV1Api(api)
     retired = []
-    for (namespace, release), owner in RELEASES.items():
-        if owner != module:
-            continue
-        try:
-            records = core.list_namespaced_secret(namespace, label_selector=f"owner=helm,name={release}").items
-        except ApiException as exc:
-            if exc.status == 404:
-                continue
-            raise
+    for release, records in release_records(api, module):
         for record in records:
             try:
-                core.delete_namespaced_secret(record.metadata.name, namespace)
+                core.delete_namespaced_secret(record.metadata.name, record.metadata.namespace)
             except ApiException as exc:
                 if exc.status != 404:
                     raise
         if records:
-            retired.append(f"{namespace}/{release}")
-            log.info("Retired Helm release %s/%s: its objects now belong to module %s", namespace, release, module)
+            retired.append(release)
+            log.info("Retired Helm release %s: its objects now belong to module %s", release, module)
     return retired
 
 
