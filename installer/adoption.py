@@ -123,16 +123,6 @@ def legacy_entries(meta: dict[str, Any]) -> list[dict[str, Any]]:
             and e.get("operation") == "Update" and not e.get("subresource")]
 
 
-def legacy_managers(meta: dict[str, Any]) -> list[str]:
-    """The original's managers that own fields of the object, sorted."""
-    return sorted({e["manager"] for e in legacy_entries(meta)})
-
-
-def adopted_from(meta: dict[str, Any]) -> list[str]:
-    """The original's managers a takeover moves the fields of: those of an object without a module label."""
-    return [] if MODULE_LABEL in (meta.get("labels") or {}) else legacy_managers(meta)
-
-
 def merge_fields(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """The union of two ``FieldsV1`` trees (``into`` is changed and returned)."""
     for key, value in other.items():
@@ -172,10 +162,9 @@ def dropped_by_takeover(live: dict[str, Any], body: dict[str, Any]) -> list[str]
     meta, ours = live.get("metadata") or {}, body.get("metadata") or {}
     owned: dict[str, set[str]] = {"labels": set(), "annotations": set()}
     others: dict[str, set[str]] = {"labels": set(), "annotations": set()}
-    legacy = legacy_entries(meta)
     for entry in meta.get("managedFields") or []:
         fields = (entry.get("fieldsV1") or {}).get("f:metadata") or {}
-        into = owned if entry in legacy else others
+        into = owned if entry in legacy_entries(meta) else others
         for part in into:
             into[part] |= {k[2:] for k in fields.get(f"f:{part}") or {} if k.startswith("f:")}
     return [f"metadata.{part}.{key}" for part in ("labels", "annotations")
@@ -213,7 +202,7 @@ def take_over(res: Any, meta: dict[str, Any], api_version: str, attempts: int = 
         fields = upgraded(meta, api_version)
         if fields is None:
             return []
-        managers = legacy_managers(meta)
+        managers = sorted({e["manager"] for e in legacy_entries(meta)})
         patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
                  {"op": "replace", "path": "/metadata/managedFields", "value": fields}]
         try:

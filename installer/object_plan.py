@@ -26,7 +26,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from installer.adoption import adopted_from, dropped_by_takeover, releases_to_retire
+from installer.adoption import dropped_by_takeover, legacy_entries, releases_to_retire
 from installer.config.secrets import REDACTED, SECRET_KEY
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API
 from installer.manifests import (
@@ -456,8 +456,8 @@ class ClusterPlanner:
             return
         current = live.to_dict()
         fields = object_diff(current, after)
-        legacy = adopted_from(current["metadata"])
-        if legacy:
+        legacy = sorted({e["manager"] for e in legacy_entries(current["metadata"])})
+        if legacy and MODULE_LABEL not in (current["metadata"].get("labels") or {}):
             dropped = [f"{path}: removed (only {', '.join(legacy)} set it)" for path in dropped_by_takeover(
                 current, body)]
             module.add(ref, "adopt", [*fields, *dropped], note=f"made by {', '.join(legacy)}: taken over in place")
@@ -504,7 +504,7 @@ class ClusterPlanner:
             labels = live.metadata.labels or {}
             labelled = labels.get(MODULE_LABEL) == run.module
             meta = self.api.sanitize_for_serialization(live.metadata)
-            legacy = adopted_from(meta)
+            legacy = [] if MODULE_LABEL in labels else sorted({e["manager"] for e in legacy_entries(meta)})
             action, note = ("adopt", f"made by {', '.join(legacy)}: taken over, its values kept") if legacy else (
                 "update", "")
             if call["module"] == "ks_webhook_cert":
