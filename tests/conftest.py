@@ -28,6 +28,7 @@ from kubernetes.client.exceptions import ApiException
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hack"))
 
+import budget
 from engine_zygote import ENGINE, write_client
 from simcluster import SimCluster
 
@@ -104,33 +105,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                                  not _starts_empty(item)))
 
 
-# The time budget: a test (its setup and call) over the ceiling fails, unless it is marked
-# ``@pytest.mark.slow(reason=...)``. Keeps the suite from creeping back to the CI limit one test at a time.
-CEILING_SECONDS = float(os.environ.get("KS_TEST_CEILING", "300"))
-_SETUP_SECONDS = pytest.StashKey[float]()
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow(reason): allowed past the suite's per-test ceiling, for the reason given")
+    budget.configure(config)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
-    report: pytest.TestReport = outcome.get_result()
-    if report.when == "setup":
-        item.stash[_SETUP_SECONDS] = report.duration
-        return
-    if report.when != "call" or not report.passed:
-        return
-    took = item.stash.get(_SETUP_SECONDS, 0.0) + report.duration
-    slow = item.get_closest_marker("slow")
-    if slow is not None and not slow.kwargs.get("reason"):
-        report.outcome, report.longrepr = "failed", "marked slow without a reason: @pytest.mark.slow(reason=...)"
-    elif slow is None and took > CEILING_SECONDS:
-        report.outcome = "failed"
-        report.longrepr = (f"took {took:.0f}s (setup and call), over the suite's {CEILING_SECONDS:g}s ceiling "
-                           "(KS_TEST_CEILING): make it cheaper, or mark it @pytest.mark.slow(reason=...)")
+pytest_terminal_summary = budget.pytest_terminal_summary
 
 
 @pytest.fixture(scope="session", autouse=True)
