@@ -9,6 +9,7 @@ from typing import Any
 from installer.config.advice import warnings
 from installer.config.defaults import apply_defaults, default_spec
 from installer.config.migrate import Move, migrate, migrate_notes
+from installer.config.nulls import unset_nulls
 from installer.config.secrets import redact
 from installer.config.validate import SpecError, format_errors, structure_errors, validate, validate_transition
 from installer.spec import get, has, merge, nested, under
@@ -37,7 +38,8 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     """Migrate, validate (the user's keys and the defaulted result) and check the transition from
     ``applied`` (what the installed modules were installed with; default ``previous_spec``). Each ``keep``
     path the cc lacks takes its value from ``previous_spec`` (the last accepted spec) instead of the default:
-    a missing section is no instruction to uninstall. ``spec`` is the defaulted spec; act on it only if
+    a missing section is no instruction to uninstall; a ``null`` where the schema wants a scalar counts as missing
+    (installer.config.nulls). ``spec`` is the defaulted spec; act on it only if
     ``errors`` is empty. An error under a path a migration moved names the path the user wrote, and a legacy
     value a migration dropped (its new key is already set) is validated all the same."""
     if not isinstance(raw_spec, dict):
@@ -46,6 +48,7 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     if shape := structure_errors(raw_spec):  # before anything else walks it
         return Prepared({}, [], shape)
     migrated, notes = migrate_notes(raw_spec)
+    notes += unset_nulls(migrated)  # null where a scalar belongs: unset, then defaulted (or kept)
     moves = [note for note in notes if isinstance(note, Move)]
     errors = validate(migrated)
     kept = {p: get(previous_spec, p) for p in keep

@@ -20,8 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from installer.spec import has
+
 Spec = dict[str, Any]
-Migration = Callable[[Spec], "Move | list[Move] | str | None"]
+Migration = Callable[[Spec], "Move | list[Move] | list[Move | str] | str | None"]
 _MISSING = object()
 
 
@@ -217,19 +219,22 @@ def add_servicemesh_istio(spec: Spec) -> str | None:
     return "added servicemesh.istio (default components)"
 
 
-def migrate_kubeedge(spec: Spec) -> Move | None:
-    """Top-level ``kubeedge`` (pre-v3.3) -> ``edgeruntime.kubeedge`` with the external iptables-manager."""
+def migrate_kubeedge(spec: Spec) -> list[Move | str] | None:
+    """Top-level ``kubeedge`` (pre-v3.3) -> ``edgeruntime.kubeedge`` with the external iptables-manager; its
+    ``edgeWatcher`` is removed (upstream deletes it too)."""
     legacy = spec.get("kubeedge", _MISSING)
     if not isinstance(legacy, dict | None):
         return None  # not the legacy shape: validation reports it
     del spec["kubeedge"]
     if "edgeruntime" in spec:
-        return Move(migrate_kubeedge, "kubeedge", "edgeruntime.kubeedge", "dropped", held_by="edgeruntime")
+        return [Move(migrate_kubeedge, "kubeedge", "edgeruntime.kubeedge", "dropped", held_by="edgeruntime")]
     kubeedge = {k: v for k, v in (legacy or {}).items() if k != "edgeWatcher"}
+    watcher = ["removed kubeedge.edgeWatcher (the edge watcher is no longer installed)"] \
+        if "edgeWatcher" in (legacy or {}) else []
     kubeedge.setdefault("enabled", False)
     kubeedge.setdefault("iptables-manager", {"enabled": True, "mode": "external"})
     spec["edgeruntime"] = {"enabled": kubeedge["enabled"], "kubeedge": kubeedge}
-    return Move(migrate_kubeedge, "kubeedge", "edgeruntime.kubeedge")
+    return [Move(migrate_kubeedge, "kubeedge", "edgeruntime.kubeedge"), *watcher]
 
 
 def _devops_default(key: str, value: float) -> Migration:
@@ -279,10 +284,35 @@ MIGRATIONS: tuple[Migration, ...] = (
 )
 
 
+#: Legacy keys the schema still accepts, because KubeKey's and older ks-installers' ccs carry them, that v3.4.1 no
+#: longer reads, or reads only where the current key is unset. They stay in the spec (a cc KubeKey wrote is never
+#: refused for them) and each one present is named in the notes.
+LEGACY_KEPT: dict[str, str] = {
+    "logging.containerruntime": "no longer read: the container runtime is read from the nodes",
+    "devops.jenkinsJavaOpts_Xms": "no longer read",
+    "devops.jenkinsJavaOpts_Xmx": "no longer read",
+    "devops.jenkinsJavaOpts_MaxRAM": "no longer read",
+    "monitoring.prometheusMemoryRequest": "no longer read: see monitoring.prometheus.resources",
+    "monitoring.prometheusVolumeSize": "read only where monitoring.prometheus.volumeSize is unset",
+    "monitoring.prometheusReplicas": "read only where monitoring.prometheus.replicas is unset",
+    "monitoring.alertmanagerReplicas": "read only where monitoring.alertmanager.replicas is unset",
+    **{f"edgeruntime.kubeedge.cloudCore.{port}": "no longer read: cloudcore listens on its default ports"
+       for port in ("cloudhubPort", "cloudhubQuicPort", "cloudhubHttpsPort", "cloudstreamPort", "tunnelPort")},
+    "edgeruntime.kubeedge.cloudCore.cloudHub.nodeLimit": "no longer read: cloudcore's node limit is 1000",
+}
+
+
+def kept_legacy(spec: Spec) -> list[str]:
+    """One note per :data:`LEGACY_KEPT` key present in ``spec`` (after migration)."""
+    return [f"kept legacy {path} ({why})" for path, why in LEGACY_KEPT.items() if has(spec, path)]
+
+
 def migrate_notes(spec: Spec) -> tuple[Spec, list[Move | str]]:
-    """Run every migration on a deep copy of ``spec``; return it and what each step did (input untouched)."""
+    """Run every migration on a deep copy of ``spec``; return it and what each step did (input untouched), then
+    the legacy keys it keeps (:func:`kept_legacy`)."""
     out = copy.deepcopy(spec)
-    return out, [note for step in MIGRATIONS for note in _listed(step(out))]
+    notes = [note for step in MIGRATIONS for note in _listed(step(out))]
+    return out, [*notes, *kept_legacy(out)]
 
 
 def migrate(spec: Spec) -> tuple[Spec, list[str]]:
@@ -291,5 +321,5 @@ def migrate(spec: Spec) -> tuple[Spec, list[str]]:
     return out, [str(note) for note in notes]
 
 
-def _listed(result: Move | list[Move] | str | None) -> list[Move | str]:
+def _listed(result: Move | list[Move] | list[Move | str] | str | None) -> list[Move | str]:
     return [] if result is None else list(result) if isinstance(result, list) else [result]

@@ -86,7 +86,8 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
      {**T, "edgeruntime": {"enabled": True, "kubeedge": {
          "enabled": True, "cloudCore": {"service": {"cloudhubNodePort": "30000"}},
          "iptables-manager": {"enabled": True, "mode": "external"}}}},
-     ["moved kubeedge -> edgeruntime.kubeedge"]),
+     ["moved kubeedge -> edgeruntime.kubeedge",
+      "removed kubeedge.edgeWatcher (the edge watcher is no longer installed)"]),
     ("jenkins cpu", {**T, "devops": {"enabled": True}},
      {**T, "devops": {"enabled": True, "jenkinsCpuReq": 0.5, "jenkinsCpuLim": 1}},
      ["added devops.jenkinsCpuReq: 0.5", "added devops.jenkinsCpuLim: 1"]),
@@ -244,5 +245,10 @@ def test_full_legacy_v3_0_spec_migrates_to_a_valid_spec() -> None:
     }
     prepared = prepare(legacy)
     assert prepared.errors == []
-    assert len(prepared.migrations) == 20
+    assert len(prepared.migrations) == 27
+    kept = [line.split()[2] for line in prepared.migrations if line.startswith("kept legacy ")]
+    assert kept == ["logging.containerruntime", "devops.jenkinsJavaOpts_Xms", "monitoring.prometheusMemoryRequest",
+                    "monitoring.prometheusVolumeSize", "edgeruntime.kubeedge.cloudCore.cloudhubPort",
+                    "edgeruntime.kubeedge.cloudCore.cloudHub.nodeLimit"]
+    assert "removed kubeedge.edgeWatcher (the edge watcher is no longer installed)" in prepared.migrations
     assert prepared.spec["common"]["core"]["console"]["type"] == "NodePort"  # defaulted after migration
