@@ -43,7 +43,7 @@ from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
 from installer.status import StatusWriter, now_rfc3339
 from installer.version import INSTALLER_VERSION
-from installer.welcome import WelcomeStep
+from installer.welcome import CORE_PHASE, WelcomeStep
 
 log = logging.getLogger("installer")
 
@@ -255,16 +255,23 @@ class Reconciler:
         plan, spec = planned.plan, planned.prepared.spec
         report.planned(planned.prepared, plan, planned.drift)
         self.store.save_spec(spec)
+        core = [m.name for m in MODULES if m.name in CORE_PHASE and m.enabled(spec)]
         welcome = WelcomeStep(self.api, self.settings.running_file, self.settings.console_timeout, self.cancel,
-                              lambda ready, message: report.console(ready, message, KS_VERSION))
+                              lambda ready, message: report.console(ready, message, KS_VERSION),
+                              lambda: [n for n in core if not report.complete(n)])
         runs = ModuleRuns(self.store, planned.records, plan, report, welcome)
         if plan.runnable:
             report.running()
             variables = {**spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
                          "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
             runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started)
-            execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)
+            try:
+                execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)
+            except BaseException:
+                welcome.settle(write=False)
+                raise
             report.collecting()
+        welcome.settle()  # every module of the run has ended: kubesphere_running may be written
         if not welcome.started and not self.settings.running_file.exists():
             runs.maybe_welcome()  # e.g. after a pod restart: nothing ran, but the file is gone
         welcome.join()

@@ -3,6 +3,12 @@
 The box goes to the log and to ``<base>/playbooks/kubesphere_running`` (KubeKey polls that file, CI greps
 the log for ``Welcome to KubeSphere``). The admin password is shown only when it is the documented
 default; otherwise the box says where to read it, so no secret reaches the log.
+
+The file follows upstream v3.4.1, where result-info.yaml renders it at the very end of a run: the wait for the
+console starts as soon as the console's modules are in, but the file is written (replaced whole, never empty or
+absent meanwhile) only once every module of the run has ended, and only if each enabled module of upstream's core
+phase (``CORE_PHASE``) is installed; a failed pluggable module does not keep it back. Nothing removes it but
+``uninstall --all``; a new pod starts without it, as upstream's container does.
 """
 
 from __future__ import annotations
@@ -20,11 +26,16 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from installer.core_secret import DEFAULT_PASSWORD
-from installer.manifests import WaitStopped, deployment_ref, wait_ready
+from installer.manifests import WaitStopped, api_reason, deployment_ref, wait_ready
 from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
 CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
+#: The modules upstream's installRunner runs before the others and stops at when one fails (its preInstallTasks:
+#: preinstall, metrics-server, common, ks-core; then ks-config): after such a failure it never reaches
+#: result-info.yaml, which writes kubesphere_running.
+CORE_PHASE = ("preinstall", "metrics_server", "redis", "openldap", "minio", "opensearch", "fluentbit", "ks-core",
+              "ks-config")
 RULE = "#" * 53
 
 
@@ -101,11 +112,9 @@ def render(address: str, password: str, now: str) -> str:
     ])
 
 
-def welcome(api: client.ApiClient, running_file: Path, timeout: float, announce: bool = True,
-            stop: threading.Event | None = None) -> str:
-    """Wait for the console, write ``kubesphere_running`` and (when ``announce``) log the box; return the text.
-    WaitStopped when ``stop`` is set meanwhile."""
-    wait_for_console(api, timeout, stop)
+def write_welcome(api: client.ApiClient, running_file: Path, announce: bool = True) -> str:
+    """Write ``kubesphere_running`` (replaced whole: a reader finds the old text or the new one, never an empty or
+    missing file) and (when ``announce``) log the box; return the text."""
     text = render(console_address(api), password_line(api), time.strftime("%Y-%m-%d %H:%M:%S"))
     running_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = running_file.with_suffix(".tmp")
@@ -119,12 +128,36 @@ def welcome(api: client.ApiClient, running_file: Path, timeout: float, announce:
 
 class WelcomeStep:
     """The result step of a reconcile, in its own thread: started once every console module is installed and
-    none is still to run; ``report(ready, message)`` receives what it found (nothing when stopped meanwhile)."""
+    none is still to run; ``report(ready, message)`` receives what it found as soon as it knows (nothing when
+    stopped meanwhile). The file waits for :meth:`settle` (every module of the run has ended) and is written
+    only if ``missing()`` (the enabled CORE_PHASE modules not installed) is empty then."""
 
     def __init__(self, api: client.ApiClient, running_file: Path, timeout: float, stop: threading.Event,
-                 report: Callable[[bool, str], None]) -> None:
+                 report: Callable[[bool, str], None], missing: Callable[[], list[str]] = list) -> None:
         self.api, self.running_file, self.timeout, self.stop, self.report = api, running_file, timeout, stop, report
+        self.missing = missing
         self.thread: threading.Thread | None = None
+        self._settled = threading.Event()
+        self._write = True
+
+    def settle(self, write: bool = True) -> None:
+        """Every module of the run has ended (``write=False``: the run broke off; leave the file as it is)."""
+        self._write = write
+        self._settled.set()
+
+    def _may_write(self) -> bool:
+        """Wait for :meth:`settle`; whether the file is to be written then."""
+        while not self._settled.wait(0.5):
+            if self.stop.is_set():
+                log.info("Not writing kubesphere_running: the installer is stopping")
+                return False
+        if not self._write or self.stop.is_set():
+            return False
+        if missing := self.missing():
+            log.info("Not writing kubesphere_running: %s not installed (upstream stops before its result step)",
+                     ", ".join(missing))
+            return False
+        return True
 
     @property
     def started(self) -> bool:
@@ -142,11 +175,19 @@ class WelcomeStep:
             self.thread.join()
 
     def _run(self, announce: bool) -> None:
+        """ConsoleReady as soon as the console is; the file and the box once the run has settled."""
         try:
-            welcome(self.api, self.running_file, self.timeout, announce=announce, stop=self.stop)
+            wait_for_console(self.api, self.timeout, self.stop)
         except WaitStopped:
             log.info("Stopped waiting for the console: the installer is stopping; the next start waits again")
+            return
         except (ConsoleNotReady, ApiException) as exc:
             self.report(False, str(exc))
-        else:
-            self.report(True, "ks-apiserver and ks-console are Available")
+            return
+        self.report(True, "ks-apiserver and ks-console are Available")
+        if not self._may_write():
+            return
+        try:
+            write_welcome(self.api, self.running_file, announce)
+        except ApiException as exc:
+            log.error("Failed to write kubesphere_running: %s", api_reason(exc))
