@@ -191,8 +191,8 @@ class Bench:
         return out
 
     def console_ready(self, run: HookRun) -> float:
-        """Seconds from the hook's launch to the welcome box (kubesphere_running written once the console is
-        ready); the cc's ConsoleReady condition must say so too."""
+        """Seconds from the hook's launch to the welcome box (kubesphere_running, written once the console is
+        ready and every module of the run has ended); the cc's ConsoleReady condition must say so too."""
         conditions = self.get("cc", "ks-installer").get("status", {}).get("conditions") or []
         assert any(c["type"] == "ConsoleReady" and c["status"] == "True" for c in conditions), conditions
         return (self.base / "playbooks" / "kubesphere_running").stat().st_mtime - run.started
