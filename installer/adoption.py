@@ -233,21 +233,43 @@ def retire_releases(api: client.ApiClient, module: str) -> list[str]:
     return retired
 
 
-def credentials_found(api: client.ApiClient, module: str) -> list[str]:
-    """``Secret/ns/name (keys a, b)`` of the module's credential Secrets that exist without its label (the
-    original's, or made by hand): their values stay."""
+def _read_secret(core: client.CoreV1Api, namespace: str, name: str) -> Any:
+    try:
+        return core.read_namespaced_secret(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def credentials_found(api: client.ApiClient, module: str) -> dict[str, dict[str, str]]:
+    """``Secret/ns/name (keys a, b)`` → its data, of the module's credential Secrets that exist without its label
+    (the original's, or made by hand): their values are to stay (:func:`credentials_kept` tells whether they did).
+    The data stays in memory only."""
     core = client.CoreV1Api(api)
-    found = []
+    found = {}
     for namespace, name in CREDENTIALS.get(module, ()):
-        try:
-            secret = core.read_namespaced_secret(name, namespace)
-        except ApiException as exc:
-            if exc.status == 404:
-                continue
-            raise
-        if (secret.metadata.labels or {}).get(MODULE_LABEL) != module:
-            found.append(f"Secret/{namespace}/{name} (keys {', '.join(sorted(secret.data or {}))})")
+        secret = _read_secret(core, namespace, name)
+        if secret is not None and (secret.metadata.labels or {}).get(MODULE_LABEL) != module:
+            found[f"Secret/{namespace}/{name} (keys {', '.join(sorted(secret.data or {}))})"] = dict(secret.data or {})
     return found
+
+
+def credentials_kept(api: client.ApiClient, found: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+    """Of the Secrets :func:`credentials_found` returned: those whose every key still has its value, and the others
+    (as ``Secret/ns/name (keys a, b changed)``, names only)."""
+    core = client.CoreV1Api(api)
+    kept, changed = [], []
+    for label, before in found.items():
+        _, namespace, rest = label.split("/", 2)
+        secret = _read_secret(core, namespace, rest.split(" ", 1)[0])
+        data = (secret.data or {}) if secret is not None else {}
+        differ = sorted(k for k, v in before.items() if data.get(k) != v)
+        if differ:
+            changed.append(f"{label.split(' ', 1)[0]} (keys {', '.join(differ)} changed)")
+        else:
+            kept.append(label)
+    return kept, changed
 
 
 def _left_over(meta: dict[str, Any], namespaces: set[str]) -> bool:
@@ -300,7 +322,7 @@ class Takeover:
     def __init__(self, api: client.ApiClient, first: bool) -> None:
         self.api = api
         self.found = first
-        self.credentials: dict[str, list[str]] = {}
+        self.credentials: dict[str, dict[str, dict[str, str]]] = {}
 
     def before(self, module: str) -> None:
         self.credentials[module] = credentials_found(self.api, module)
@@ -308,11 +330,13 @@ class Takeover:
     def after(self, module: str) -> list[str]:
         if module not in self.credentials:  # an upgrade: what it took over was retired by its install
             return []
-        kept = self.credentials.pop(module)
+        kept, changed = credentials_kept(self.api, self.credentials.pop(module))
         if kept:
             log.info("[%s] kept the credentials that were there: %s", module, "; ".join(kept))
+        if changed:
+            log.warning("[%s] replaced credentials that were there: %s", module, "; ".join(changed))
         retired = retire_releases(self.api, module)
-        self.found = self.found or bool(kept or retired)
+        self.found = self.found or bool(kept or changed or retired)
         return retired
 
     def report(self, status: Any) -> None:

@@ -47,7 +47,8 @@ class Layout:
     type: str = "Opaque"
 
     def to_secret(self, data: dict[str, bytes]) -> dict[str, str]:
-        return {k: base64.b64encode(data[c]).decode() for c, k in zip(KEYS, self.keys, strict=True)}
+        """The Secret's data of ``data`` (a CA certificate it lacks stays out)."""
+        return {k: base64.b64encode(data[c]).decode() for c, k in zip(KEYS, self.keys, strict=True) if c in data}
 
     def from_secret(self, data: dict[str, str]) -> dict[str, bytes]:
         return {c: base64.b64decode(data[k]) for c, k in zip(KEYS, self.keys, strict=True) if data.get(k)}
@@ -56,6 +57,12 @@ class Layout:
 def dns_names(service: str, namespace: str) -> list[str]:
     """The names the API server uses to reach a Service."""
     return [f"{service}.{namespace}", f"{service}.{namespace}.svc"]
+
+
+def required_names(service: str, namespace: str) -> list[str]:
+    """The name a kept certificate must cover: the one the API server dials a webhook Service by (upstream's charts
+    made certificates for it alone)."""
+    return [f"{service}.{namespace}.svc"]
 
 
 def _now() -> dt.datetime:
@@ -110,19 +117,18 @@ def generate(names: list[str], now: dt.datetime | None = None, validity: dt.time
 
 def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = None,
             renew_before: dt.timedelta = RENEW_BEFORE) -> str | None:
-    """Why ``data`` cannot be kept (a short reason without any secret value), or None when it is good."""
-    missing = [k for k in KEYS if not data.get(k)]
+    """Why ``data`` cannot be kept (a short reason without any secret value), or None when it is good. Without
+    ``ca.crt`` (upstream's charts often kept only the certificate and key) the certificate alone is judged."""
+    missing = [k for k in KEYS[1:] if not data.get(k)]
     if missing:
         return f"missing {', '.join(missing)}"
     try:
-        ca = x509.load_pem_x509_certificate(data["ca.crt"])
+        ca = x509.load_pem_x509_certificate(data["ca.crt"]) if data.get("ca.crt") else None
         cert = x509.load_pem_x509_certificate(data["tls.crt"])
         key = serialization.load_pem_private_key(data["tls.key"], password=None)
     except ValueError:
         return "unreadable certificate or key"
-    try:
-        cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, InvalidSignature):
+    if ca is not None and not issued_by(cert, ca):
         return "certificate not signed by its CA"
     if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
         return "key does not match the certificate"
@@ -133,9 +139,45 @@ def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = 
     if not set(names) <= set(san.get_values_for_type(x509.DNSName)):
         return "certificate does not cover the Service's DNS names"
     deadline = (now or _now()) + renew_before
-    if min(ca.not_valid_after_utc, cert.not_valid_after_utc) <= deadline:
+    if min([cert.not_valid_after_utc, *([ca.not_valid_after_utc] if ca else [])]) <= deadline:
         return "expires soon"
     return None
+
+
+def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def webhook_ca(api: client.ApiClient, namespace: str, service: str, cert_pem: bytes) -> bytes | None:
+    """The CA certificate (PEM) that issued ``cert_pem``, found in the ``caBundle`` of an admission webhook served
+    by the Service: where the original installer's chart put the CA whose key it did not keep."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    admission = client.AdmissionregistrationV1Api(api)
+    configs = [*admission.list_validating_webhook_configuration().items,
+               *admission.list_mutating_webhook_configuration().items]
+    for config in configs:
+        for hook in config.webhooks or []:
+            ref = hook.client_config.service
+            if ref is None or (ref.name, ref.namespace) != (service, namespace) or not hook.client_config.ca_bundle:
+                continue
+            try:
+                cas = x509.load_pem_x509_certificates(base64.b64decode(hook.client_config.ca_bundle))
+            except ValueError:
+                continue
+            for ca in cas:
+                if issued_by(cert, ca):
+                    return ca.public_bytes(serialization.Encoding.PEM)
+    return None
+
+
+def trusted_bundle(api: client.ApiClient, namespace: str, service: str, data: dict[str, bytes]) -> bytes:
+    """What the webhooks' ``caBundle`` holds for a certificate that is kept: its CA (``ca.crt``, else the one found
+    by :func:`webhook_ca`), else the certificate itself (the API server trusts a certificate found in the bundle)."""
+    return data.get("ca.crt") or webhook_ca(api, namespace, service, data["tls.crt"]) or data["tls.crt"]
 
 
 DEFAULT_LAYOUT = Layout()
@@ -152,7 +194,8 @@ class CertOutcome:
 
 def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, service: str,
                         renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> CertOutcome:
-    """Create the Secret, keep it when it is good, replace it when :func:`problem` says so."""
+    """Create the Secret, keep it when it is good, replace it when :func:`problem` says so. A kept Secret without
+    the CA certificate stays so; the webhooks trust what :func:`trusted_bundle` says."""
     secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     names = dns_names(service, namespace)
     try:
@@ -161,10 +204,10 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
         live = {}
     current = layout.from_secret(live.get("data") or {})
     labels = (live.get("metadata") or {}).get("labels") or {}
-    reason = problem(current, names, renew_before=renew_before) if live else "missing"
+    reason = problem(current, required_names(service, namespace), renew_before=renew_before) if live else "missing"
     wanted = {**MANAGED_BY, MODULE_LABEL: module}
     if reason is None and wanted.items() <= labels.items():
-        return CertOutcome(False, "kept", base64.b64encode(current["ca.crt"]).decode())
+        return CertOutcome(False, "kept", base64.b64encode(trusted_bundle(api, namespace, service, current)).decode())
     data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
     if live:  # made by the original installer (or by hand): its fields (other keys too) become the installer's
         take_over(secrets, live["metadata"], "v1")
@@ -173,4 +216,5 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
             "data": {**(live.get("data") or {}), **layout.to_secret(data)}}
     secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
                               force_conflicts=True)
-    return CertOutcome(True, reason or "labelled", base64.b64encode(data["ca.crt"]).decode())
+    bundle = trusted_bundle(api, namespace, service, data) if reason is None else data["ca.crt"]
+    return CertOutcome(True, reason or "labelled", base64.b64encode(bundle).decode())

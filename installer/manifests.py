@@ -13,6 +13,7 @@ is left as it is. The metadata-only list of the module's objects that an apply r
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -54,6 +55,30 @@ PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
 PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
                 "apps/v1/StatefulSet", "apps/v1/DaemonSet", "batch/v1/Job", "batch/v1/CronJob")
+
+
+#: Kinds never deleted to change a field that cannot change (a PVC is kept as it is and reported; the rest fail).
+NEVER_RECREATED = ("PersistentVolumeClaim", "PersistentVolume", "Namespace", "CustomResourceDefinition")
+#: Kinds deleted with ``propagationPolicy: Orphan`` when they are recreated: their pods stay for the new object.
+ORPHANED_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")
+#: How long a recreate waits for the deleted object to be gone (an orphaning delete waits for the garbage collector).
+RECREATE_TIMEOUT = 120
+#: What the API server's validation says of a field that cannot change (apimachinery's ValidateImmutableField, a
+#: Service's clusterIP, a StatefulSet's spec, a bound PVC's spec).
+IMMUTABLE_MESSAGES = ("field is immutable", "may not change once set", "updates to statefulset spec for fields other",
+                      "spec is immutable after creation")
+
+
+def immutable_fields(exc: ApiException) -> list[str]:
+    """The fields a refused write names as unchangeable, when every cause of the refusal is one (else ``[]``)."""
+    if exc.status != 422:
+        return []
+    try:
+        causes = (json.loads(exc.body or "{}").get("details") or {}).get("causes") or []
+    except (ValueError, AttributeError):
+        return []
+    fields = [c.get("field") or "?" for c in causes if any(m in (c.get("message") or "") for m in IMMUTABLE_MESSAGES)]
+    return list(dict.fromkeys(fields)) if causes and len(fields) == len(causes) else []
 
 
 def _rank(kind: str) -> int:
@@ -138,6 +163,8 @@ class ApplyResult:
     kept: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     """Objects the original installer made whose fields this apply took over (installer.adoption)."""
+    immutable: list[str] = field(default_factory=list)
+    """``Kind/ns/name: what was done``, for objects whose unchangeable fields differed (:meth:`Manifests._replace`)."""
     applied_refs: list[Ref] = field(default_factory=list)
     deleted_refs: list[Ref] = field(default_factory=list)
 
@@ -263,13 +290,7 @@ class Manifests:
                     result.applied_refs.append(ref_of(obj))
                 continue
             try:
-                after = self._server_side_apply(res, body)
-                if before is None and adopt and legacy_entries(after["metadata"]):
-                    # Made by the original installer (kubectl, Helm): its fields become the installer's, and the
-                    # apply again removes those it no longer sets (installer.adoption).
-                    take_over(res, after["metadata"], obj["apiVersion"])
-                    after = self._server_side_apply(res, body)
-                    result.adopted.append(ident(obj))
+                after = self._apply_one(res, obj, body, before is None and adopt, result)
             except ApiException as exc:
                 raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
             result.applied.append(ident(obj))
@@ -287,6 +308,71 @@ class Manifests:
             for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
                 self._remove(obj, result, purge=False)
         return result
+
+    def _apply_one(self, res: Any, obj: Obj, body: Obj, maybe_adopted: bool, result: ApplyResult) -> Obj:
+        """Server-side apply one object (``maybe_adopted``: it may be the original installer's, not yet labelled);
+        returns it as applied.
+
+        An object the original installer made (kubectl, Helm) has its fields taken over (installer.adoption) and is
+        applied again, which removes those the installer no longer sets, so the result is the render, not a merge
+        of both. When the first apply is refused (422: the render merged with the original's fields is invalid,
+        like an env entry with both ``value`` and ``valueFrom``), the takeover comes first. A field the API server
+        will not change (a selector, a headless Service's clusterIP, a Job's template) is handled by
+        :meth:`_replace`."""
+        refused: ApiException | None = None
+        after: Obj | None = None
+        try:
+            after = self._server_side_apply(res, body)
+        except ApiException as exc:
+            if exc.status != 422:
+                raise
+            refused = exc
+            if maybe_adopted and (live := self._get(res, obj)) is not None:
+                after = live.to_dict()
+        if maybe_adopted and after is not None and legacy_entries(after["metadata"]):
+            take_over(res, after["metadata"], obj["apiVersion"])
+            result.adopted.append(ident(obj))
+            try:
+                return self._server_side_apply(res, body)
+            except ApiException as exc:
+                if exc.status != 422:
+                    raise
+                refused = exc
+        if refused is None:
+            assert after is not None
+            return after
+        return self._replace(res, obj, body, refused, result)
+
+    def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj:
+        """What ``helm upgrade --force`` / ``kubectl replace --force`` do for an object whose apply was refused only
+        because fields cannot change: delete it and create it as rendered. A workload is deleted orphaning its
+        ReplicaSets (ControllerRevisions) and pods, which the new one adopts by its selector: pods stay when its pod
+        template is theirs. A PersistentVolumeClaim is never deleted: it is kept as it is (its spec as found) and
+        reported. Any other refusal (or a Namespace, a CRD, a PersistentVolume) is raised."""
+        fields = immutable_fields(refused)
+        kind = obj["kind"]
+        if not fields or (kind in NEVER_RECREATED and kind != "PersistentVolumeClaim"):
+            raise refused
+        what = f"{', '.join(fields)} cannot change"
+        if kind == "PersistentVolumeClaim":
+            live = self._get(res, obj)
+            if live is None:
+                raise refused
+            kept = copy.deepcopy(body)
+            kept["spec"] = live.to_dict().get("spec") or {}
+            after = self._server_side_apply(res, kept)
+            result.immutable.append(f"{ident(obj)}: kept as it is ({what}; the render's spec is not applied)")
+            return after
+        orphan = kind in ORPHANED_KINDS
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFoundError):
+            res.delete(name=meta["name"], namespace=meta.get("namespace"),
+                       body={"propagationPolicy": "Orphan" if orphan else "Background"})
+        self._wait_gone([obj], RECREATE_TIMEOUT)
+        after = self._server_side_apply(res, body)
+        result.immutable.append(f"{ident(obj)}: deleted and created again ({what}"
+                                f"{'; its pods were left to the new one' if orphan else ''})")
+        return after
 
     def _server_side_apply(self, res: Any, body: Obj) -> Obj:
         meta = body["metadata"]

@@ -31,12 +31,15 @@ from installer.config.secrets import REDACTED, SECRET_KEY
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API
 from installer.manifests import (
     KIND_ORDER,
+    NEVER_RECREATED,
+    ORPHANED_KINDS,
     ApplyResult,
     Manifests,
     Obj,
     api_reason,
     digest,
     ident,
+    immutable_fields,
     ref_of,
     unchanged_since_applied,
 )
@@ -54,6 +57,29 @@ CHANGES = ("create", "update", "adopt", "recreate", "delete", "roll")
 
 
 # --- Field-level diff (pure) ----------------------------------------------------------------------------------
+
+
+def selector_change(live: Obj, body: Obj) -> str | None:
+    """For a workload whose takeover makes its selector the render's: the change (which the API server refuses,
+    so the run recreates it), else None."""
+    if body["kind"] not in ORPHANED_KINDS:
+        return None
+    old = (live.get("spec") or {}).get("selector")
+    new = (body.get("spec") or {}).get("selector")
+    if new is None or normalised_selector(old) == normalised_selector(new):
+        return None
+    return f"spec.selector: {_show(old)} -> {_show(new)}"
+
+
+def normalised_selector(selector: Any) -> Any:
+    """A label selector without empty parts (``matchExpressions: []`` is no expression)."""
+    return {k: v for k, v in (selector or {}).items() if v} if isinstance(selector, dict) else selector
+
+
+def recreate_note(kind: str, fields: list[str]) -> str:
+    pods = "; its pods are left to the new one" if kind in ORPHANED_KINDS else ""
+    return f"{', '.join(fields)} cannot change: deleted and created again by the run{pods}"
+
 
 
 def normalised(obj: Obj | None) -> Obj | None:
@@ -449,6 +475,9 @@ class ClusterPlanner:
             if live is None and status == 404 and meta.get("namespace") in self.namespaces:
                 module.add(ref, "create", note=f"namespace {meta['namespace']} is created first")
                 return
+            if live is not None and status == 422:
+                self._refused(ref, obj, live.to_dict(), body, exc, module)
+                return
             module.add(ref, "error", note=api_reason(exc) if hasattr(exc, "body") else str(exc))
             return
         if live is None:
@@ -458,11 +487,34 @@ class ClusterPlanner:
         fields = object_diff(current, after)
         legacy = sorted({e["manager"] for e in legacy_entries(current["metadata"])})
         if legacy and MODULE_LABEL not in (current["metadata"].get("labels") or {}):
+            if (changed := selector_change(current, body)) is not None:
+                module.add(ref, "recreate", [changed], note=recreate_note(obj["kind"], ["spec.selector"]))
+                return
             dropped = [f"{path}: removed (only {', '.join(legacy)} set it)" for path in dropped_by_takeover(
                 current, body)]
             module.add(ref, "adopt", [*fields, *dropped], note=f"made by {', '.join(legacy)}: taken over in place")
             return
         module.add(ref, "update" if fields else "unchanged", fields)
+
+    @staticmethod
+    def _refused(ref: str, obj: Obj, current: Obj, body: Obj, exc: Any, module: ModuleObjects) -> None:
+        """A dry-run apply the API server refused (422) for an object that exists: one whose fields cannot change is
+        recreated by the run (a PVC kept as it is); the original installer's object whose fields merged with the
+        render are invalid is taken over first, which the dry-run cannot show; anything else is an error."""
+        fields = immutable_fields(exc)
+        legacy = sorted({e["manager"] for e in legacy_entries(current["metadata"])})
+        if fields and obj["kind"] == "PersistentVolumeClaim":
+            module.add(ref, "kept", note=f"{', '.join(fields)} cannot change: kept as it is, reported")
+        elif fields and obj["kind"] not in NEVER_RECREATED:
+            module.add(ref, "recreate", note=recreate_note(obj["kind"], fields))
+        elif legacy and MODULE_LABEL not in (current["metadata"].get("labels") or {}):
+            dropped = [f"{path}: removed (only {', '.join(legacy)} set it)"
+                       for path in dropped_by_takeover(current, body)]
+            module.add(ref, "adopt", dropped, note=f"made by {', '.join(legacy)}: taken over in place; its fields "
+                       f"merged with the render are refused ({api_reason(exc)}), so the takeover moves them first "
+                       "and the result is the render")
+        else:
+            module.add(ref, "error", note=api_reason(exc))
 
     @staticmethod
     def _generated_note(obj: Obj) -> str:

@@ -46,6 +46,8 @@ class RunOutcome:
     """What the run left applied (install/upgrade)."""
     spans: tuple[dict[str, Any], ...] = ()
     """Each task's name, start, end and outcome (ok, changed, skipped, failed), for the timeline."""
+    immutable: tuple[str, ...] = ()
+    """Objects whose fields that cannot change differed, and what was done (ks_manifest's ``immutable``)."""
 
     @property
     def interrupted(self) -> bool:
@@ -67,6 +69,7 @@ class _Progress:
         self.failed_task: str | None = None
         self.message: str | None = None
         self.spans: list[dict[str, Any]] = []
+        self.immutable: list[str] = []
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind, data = event.get("event"), event.get("event_data") or {}
@@ -82,6 +85,10 @@ class _Progress:
                 self.failed_task = data.get("task")
                 self.message = _error_text(data.get("res") or {})
                 log.error("[%s] task failed: %s: %s", self.module, self.failed_task, self.message)
+        elif kind == "runner_on_ok":
+            for line in (data.get("res") or {}).get("immutable") or []:
+                self.immutable.append(line)
+                log.warning("[%s] %s", self.module, line)
         if kind in _TASK_ENDS and self.spans:
             self._end_span(_TASK_ENDS[kind], event, data)
         return True
@@ -246,7 +253,8 @@ class PlaybookRunner:
         elif not ok and message is None:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         return RunOutcome(module.name, step.action, ok, result.status, progress.failed_task,
-                       None if ok else message, progress.tasks, inventory, tuple(progress.spans))
+                       None if ok else message, progress.tasks, inventory, tuple(progress.spans),
+                          tuple(progress.immutable))
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.

@@ -15,7 +15,7 @@ def _live(args: dict[str, Any]) -> dict[str, Any]:
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError
 
-    from installer.certs import Layout, dns_names, problem
+    from installer.certs import Layout, problem, required_names, trusted_bundle
     from installer.kube import api_client
     from installer.settings import MANAGED_BY, MODULE_LABEL
 
@@ -26,13 +26,14 @@ def _live(args: dict[str, Any]) -> dict[str, Any]:
     except NotFoundError:
         return {"reason": "missing", "ca_bundle": GENERATED_CA}
     current = layout.from_secret(live.get("data") or {})
-    reason = problem(current, dns_names(args["service"], args["namespace"]))
+    reason = problem(current, required_names(args["service"], args["namespace"]))
     if reason is not None:
         return {"reason": reason, "ca_bundle": GENERATED_CA}
     labels = (live.get("metadata") or {}).get("labels") or {}
     wanted = {**MANAGED_BY, MODULE_LABEL: args["module"]}
+    bundle = trusted_bundle(api_client(), args["namespace"], args["service"], current)
     return {"reason": "kept" if wanted.items() <= labels.items() else "labelled",
-            "ca_bundle": base64.b64encode(current["ca.crt"]).decode()}
+            "ca_bundle": base64.b64encode(bundle).decode()}
 
 
 class ActionModule(Recorder):

@@ -52,7 +52,9 @@ def test_ca_verifies_the_serving_certificate(data: dict[str, bytes], tmp_path: A
 
 def test_problem(data: dict[str, bytes]) -> None:
     assert certs.problem(data, NAMES) is None
-    assert certs.problem({}, NAMES) == "missing ca.crt, tls.crt, tls.key"
+    assert certs.problem({}, NAMES) == "missing tls.crt, tls.key"
+    # Without its CA (upstream's charts kept only the certificate and key), the certificate alone is judged.
+    assert certs.problem({k: v for k, v in data.items() if k != "ca.crt"}, NAMES) is None
     assert certs.problem({**data, "tls.crt": b"junk"}, NAMES) == "unreadable certificate or key"
     other = certs.generate(NAMES)
     assert certs.problem({**data, "ca.crt": other["ca.crt"]}, NAMES) == "certificate not signed by its CA"
@@ -134,3 +136,40 @@ def test_a_layout_names_its_own_secret_keys_and_common_names() -> None:
     assert problem(back, ["cloudcore.kubeedge.svc"]) is None
     ca = x509.load_pem_x509_certificate(back["ca.crt"])
     assert ca.subject.rfc4514_string() == "CN=cloudcore-ca"
+
+
+def test_kept_without_its_ca(secrets: FakeSecrets, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Secret with only tls.crt and tls.key (notification-manager's chart) is kept as it is: the webhooks trust the
+    CA found in the caBundle of a webhook of the Service, or else the certificate itself; no CA is generated."""
+    made = certs.generate(["notification-manager-webhook.kubesphere-monitoring-system.svc"])
+    secrets.stored = {"type": "kubernetes.io/tls", "metadata": {"labels": {}},
+                      "data": {k: base64.b64encode(made[k]).decode() for k in ("tls.crt", "tls.key")}}
+    found: list[bytes | None] = [None]
+    monkeypatch.setattr(certs, "webhook_ca", lambda *_: found[0])
+    args = ("kubesphere-monitoring-system", "monitoring", "notification-manager-webhook")
+    layout = certs.Layout("notification-manager-webhook-server-cert", "webhook-ca", "notification-manager-webhook",
+                          type="kubernetes.io/tls")
+    outcome = certs.ensure_webhook_cert(None, *args, layout=layout)  # type: ignore[arg-type]
+    assert outcome.reason == "labelled" and base64.b64decode(outcome.ca_bundle) == made["tls.crt"]
+    assert _stored(secrets) == {"tls.crt": made["tls.crt"], "tls.key": made["tls.key"]}
+    found[0] = made["ca.crt"]
+    again = certs.ensure_webhook_cert(None, *args, layout=layout)  # type: ignore[arg-type]
+    assert again.reason == "kept" and not again.changed and base64.b64decode(again.ca_bundle) == made["ca.crt"]
+    assert _stored(secrets) == {"tls.crt": made["tls.crt"], "tls.key": made["tls.key"]}
+
+
+def test_webhook_ca_is_the_issuer_in_a_bundle_of_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    made = certs.generate(["svc.ns.svc"])
+    other = certs.generate(["svc.ns.svc"])
+    bundle = base64.b64encode(other["ca.crt"] + made["ca.crt"]).decode()
+
+    def hook(service: str, namespace: str) -> Any:
+        ref = type("S", (), {"name": service, "namespace": namespace})()
+        return type("W", (), {"client_config": type("C", (), {"service": ref, "ca_bundle": bundle})()})()
+
+    configs = [type("V", (), {"webhooks": [hook("other", "ns"), hook("svc", "ns")]})()]
+    api = type("A", (), {"list_validating_webhook_configuration": lambda _s: type("L", (), {"items": configs})(),
+                         "list_mutating_webhook_configuration": lambda _s: type("L", (), {"items": []})()})()
+    monkeypatch.setattr(certs.client, "AdmissionregistrationV1Api", lambda _api: api)
+    assert certs.webhook_ca(None, "ns", "svc", made["tls.crt"]) == made["ca.crt"]  # type: ignore[arg-type]
+    assert certs.webhook_ca(None, "ns", "svc", certs.generate(["x"])["tls.crt"]) is None  # type: ignore[arg-type]

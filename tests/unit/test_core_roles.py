@@ -162,9 +162,13 @@ def test_core_workloads(out: Path) -> None:
         spec = pod(objects, name)
         container = spec["containers"][0]
         assert container["image"] == f"kubesphere/{name}:v3.4.1"
-        assert container["readinessProbe"] and container["resources"]["limits"]
+        assert container["resources"]["limits"] and container["imagePullPolicy"] == "Always"  # upstream's
+        assert ("readinessProbe" in container) == (name != "ks-console")
         assert spec["serviceAccountName"] == "kubesphere"
-        assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in spec["tolerations"]
+        assert spec["tolerations"][0] == {"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}
+        assert spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == [
+            {"weight": 100, "preference": {"matchExpressions": [
+                {"key": "node-role.kubernetes.io/master", "operator": "In", "values": [""]}]}}]
         assert "nodeSelector" not in spec
         assert deployment["spec"]["selector"]["matchLabels"] == deployment["spec"]["template"]["metadata"]["labels"]
     for name in ("ks-apiserver", "ks-controller-manager"):

@@ -65,7 +65,12 @@ def test_deployments_as_upstream(rendered: dict[str, Objects]) -> None:
     assert spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["weight"] == 100
     assert spec["volumes"][0]["secret"]["secretName"] == "gatekeeper-webhook-server-cert"
     audit = pod(objects, "Deployment", "gatekeeper-audit")
-    assert "--operation=audit" in audit["containers"][0]["args"] and "affinity" not in audit
+    assert "--operation=audit" in audit["containers"][0]["args"] and audit["affinity"] == {}  # upstream's
+    # The pods keep Helm's heritage label (the selectors do not select it): the original's ReplicaSets are adopted.
+    for name in ("gatekeeper-controller-manager", "gatekeeper-audit"):
+        deployment = find(objects, "Deployment", name)["spec"]
+        assert deployment["template"]["metadata"]["labels"]["heritage"] == "Helm"
+        assert "heritage" not in deployment["selector"]["matchLabels"]
     service = find(objects, "Service", "gatekeeper-webhook-service")["spec"]
     assert service["selector"] == webhook["spec"]["selector"]["matchLabels"]
     webhook_config = find(objects, "ValidatingWebhookConfiguration", "gatekeeper-validating-webhook-configuration")

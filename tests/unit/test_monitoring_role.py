@@ -354,12 +354,24 @@ def test_exporters(rendered: dict[str, Objects]) -> None:
     assert ksm["volumeMounts"] == [{"name": "host-time", "mountPath": "/etc/localtime", "readOnly": True}]
     assert {"name": "host-time", "hostPath": {"path": "/etc/localtime", "type": ""}} in \
         pod(objects, "Deployment", "kube-state-metrics")["volumes"]
-    # Flags node-exporter v1.3.1 knows (the filesystem excludes under their v1.3 names).
+    # Flags node-exporter v1.3.1 knows, as upstream's DaemonSet had them (the filesystem excludes under the names v1.3
+    # still reads): a switch from v3.4.1 does not restart it.
     exporter = containers(objects, "DaemonSet", "node-exporter")["node-exporter"]
     assert [a.split("=", 1)[0] for a in exporter["args"]] == [
         "--web.listen-address", "--path.procfs", "--path.sysfs", "--path.rootfs", "--no-collector.wifi",
-        "--no-collector.hwmon", "--collector.filesystem.mount-points-exclude",
-        "--collector.filesystem.fs-types-exclude"]
+        "--no-collector.hwmon", "--collector.filesystem.ignored-mount-points",
+        "--collector.filesystem.ignored-fs-types"]
+    # Upstream's pod templates (templates/*-deployment.yaml.j2 of roles/ks-monitor at v3.4.1): `affinity: {}`, the
+    # default-container annotation only on prometheus-operator, whose version label keeps the tag's "v".
+    for name in ("kube-state-metrics", "prometheus-operator"):
+        assert pod(objects, "Deployment", name)["affinity"] == {}
+    ksm_template = find(objects, "Deployment", "kube-state-metrics")["spec"]["template"]["metadata"]
+    operator_template = find(objects, "Deployment", "prometheus-operator")["spec"]["template"]["metadata"]
+    assert "annotations" not in ksm_template
+    assert operator_template["annotations"] == {"kubectl.kubernetes.io/default-container": "prometheus-operator"}
+    assert operator_template["labels"]["app.kubernetes.io/version"].startswith("v")
+    assert not find(objects, "Deployment", "prometheus-operator")["metadata"]["labels"][
+        "app.kubernetes.io/version"].startswith("v")
     # Selectors are upstream's: an upgrade from ks-installer v3.4.1 must not change an immutable selector.
     for kind, name, component in [("Deployment", "prometheus-operator", "controller"),
                                   ("Deployment", "kube-state-metrics", "exporter"),
