@@ -1,8 +1,18 @@
 """A simulated cluster as ks-installer v3.4.1 left it: built by the takeover tests (tests/integration/test_adoption*.py)
 and by the demo (``hack/demo.py up --from-v341``).
 
-The objects are those this installer's modules render for the spec (``installer.render``: each module's real
-playbook, reading the cluster), written the way the original wrote them, with the real CLIs:
+A :class:`Profile` with ``upstream`` (:data:`DEFAULT`) is made of upstream v3.4.1's own objects: the committed render
+of tests/parity/upstream-v341/<profile> (``hack/upstream_render.py``: the tag's templates with Ansible's variables,
+its charts with ``helm template``), applied step by step as upstream's tasks did (:meth:`Builder.build_upstream`):
+``kubectl create namespace`` and ``kubectl label``, ``kubectl create`` for the Secrets it made from literals,
+``kubectl apply`` (client-side; server-side for the CRDs too long for the last-applied annotation, as its fallback),
+``helm install`` under upstream's release names of a chart holding the rendered objects (so Helm does not template
+them again), and the ``kubectl patch`` of a hook that was deleted on success. The credentials upstream generated (JWT
+key and token, redis' password, each chart's CA and serving certificate) are new values filled in at apply time.
+
+A profile without ``upstream`` (:data:`PLUGGABLE`, :data:`DEFAULT_OURS`) is rendered from this installer's modules
+instead (``installer.render``: each module's real playbook, reading the cluster), written the way the original wrote
+them, with the real CLIs:
 
 - ``kubectl apply`` (client-side: field manager ``kubectl-client-side-apply``, the last-applied annotation) for
   what the original applied from its templates, and ``kubectl create secret`` for the passwords it generated;
@@ -12,13 +22,12 @@ playbook, reading the cluster), written the way the original wrote them, with th
   chart that holds the rendered objects as a file (so Helm does not template them again). Custom resources and
   CRDs are applied with kubectl before the charts (whose webhooks would check them).
 
-A :class:`Profile` says which modules the cc enables (:data:`DEFAULT`: the default platform with redis and OpenLDAP;
-:data:`PLUGGABLE`: every module whose v3.4.1 install used Helm). Plus the original's credentials (a JWT key in
-``kubesphere-secret``, a random redis password in ``redis-secret/auth``, MinIO's fixed keys, its own webhook serving
-certificates; no Secret for OpenLDAP, whose directory was initialised with the chart's ``admin``), its cc status
-(``status.<component>: enabled``, ``enabledTime``), no ``ks-installer-state``; objects it made that no module makes
-any more (a ConfigMap, a ClusterRole), and one Helm release no module knows.
-"""
+:data:`DEFAULT` is the default platform with redis and OpenLDAP; :data:`PLUGGABLE`: every module whose v3.4.1 install
+used Helm. Either way: the original's cc status (``status.<component>: enabled``, ``enabledTime``), no
+``ks-installer-state``; objects it made that no module makes any more (a ConfigMap, a ClusterRole), and one Helm
+release no module knows. The rendered path adds the original's credentials (a JWT key in ``kubesphere-secret``, a
+random redis password in ``redis-secret/auth``, MinIO's fixed keys, its own webhook serving certificates; no Secret for
+OpenLDAP, whose directory was initialised with the chart's ``admin``)."""
 
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import upstream_fixture
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -45,6 +55,7 @@ from simcluster import tool_path
 from installer import KS_VERSION, render
 from installer.certs import Layout, dns_names, generate
 from installer.cluster import ClusterConfigurations, cluster_facts
+from installer.config import apply_defaults
 from installer.core_secret import ADMIN_CLAIMS, DEFAULT_PASSWORD, admin_user, jwt_hs256
 from installer.engine_settings import Settings
 from installer.manifests import Obj, ident
@@ -191,14 +202,19 @@ RELEASES: tuple[Release, ...] = (
 
 @dataclass(frozen=True)
 class Profile:
-    """What the original installed: the cc's spec changes (``a__b=value``, over the default cc)."""
+    """What the original installed: the cc's spec changes (``a__b=value``, over the default cc); ``upstream``: the
+    profile of tests/parity/upstream-v341 that holds upstream's own render of it (else this installer's roles
+    render it)."""
 
     spec: dict[str, Any]
+    upstream: str = ""
 
 
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
-#: password (redis).
-DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True})
+#: password (redis): upstream v3.4.1's own objects.
+DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
+#: The same, rendered from this installer's roles.
+DEFAULT_OURS = Profile(DEFAULT.spec)
 #: Every pluggable module whose v3.4.1 install used Helm (with OpenSearch's dashboard; DevOps brings MinIO).
 PLUGGABLE = Profile({
     **DEFAULT.spec, "common__opensearch__dashboard": {"enabled": True},
@@ -310,11 +326,12 @@ class Builder:
             path.write_text(yaml.safe_dump_all(objects))
             self.kubectl("apply", "-f", str(path))
 
-    def helm_install(self, release: str, namespace: str, objects: list[Obj], module: str = "") -> None:
+    def helm_install(self, release: str, namespace: str, objects: list[Obj], module: str = "",
+                     chart_name: str = "", chart_version: str = "0.1.0") -> None:
         chart = self.work / "charts" / namespace / release
         (chart / "templates").mkdir(parents=True)
-        (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": release, "version": "0.1.0",
-                                                           "appVersion": "v3.4.1"}))
+        (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": chart_name or release,
+                                                           "version": chart_version, "appVersion": "v3.4.1"}))
         (chart / "objects.yaml").write_text(yaml.safe_dump_all(objects))
         (chart / "templates" / "objects.yaml").write_text('{{ .Files.Get "objects.yaml" }}\n')
         self.helm("install", release, str(chart), "--namespace", namespace)
@@ -417,6 +434,8 @@ class Builder:
         return {name: run.objects() for name, run in self.render(cc, only)[0].items()}
 
     def build(self) -> V341Cluster:
+        if self.profile.upstream:
+            return self.build_upstream()
         begin = time.monotonic()
         cc = self.cc()
         self.passwords()
@@ -476,6 +495,95 @@ class Builder:
         self.settle()
         self.made.objects = {key: uid for key, ref in self.made.refs.items() if (uid := self.uid(ref))}
         return self.made
+
+    def build_upstream(self) -> V341Cluster:
+        """The cluster from upstream's own render (tests/parity/upstream-v341), applied step by step as upstream's
+        tasks did (:data:`upstream_fixture.HOW`), with new generated credentials."""
+        begin = time.monotonic()
+        fixture = upstream_fixture.load(self.profile.upstream)
+        assert fixture.spec_changes == self.profile.spec, "the profile's spec is not the fixture's"
+        cc = self.cc()
+        creds = upstream_fixture.Credentials(fixture)
+        self.made.seconds["load"] = time.monotonic() - begin
+        begin = time.monotonic()
+        status = upstream_status(apply_defaults(json.loads(json.dumps(cc["spec"]))), list(fixture.modules))
+        self.target.patch_status(status)
+        self.made.status = status
+        for module, steps in fixture.modules.items():
+            for step in steps:
+                objects = [creds.fill(o) for o in step.objects]
+                self.upstream_step(module, step, objects, creds)
+                for original, obj, key in zip(step.objects, objects, step.idents, strict=True):
+                    kind, *rest = key.split("/")
+                    self.made.refs[key] = (obj["apiVersion"], kind, rest[0] if len(rest) == 2 else "", rest[-1])
+                    if kind != "Namespace":
+                        self.made.adopted.setdefault(module, []).append(key)
+                    if values := creds.secret_values(original):
+                        self.made.credentials[f"{rest[0]}/{rest[-1]}"] = values
+        self.apply([LEFTOVER, CLUSTER_LEFTOVER], "leftovers")
+        self.helm_install(*UNKNOWN_RELEASE, [UNKNOWN_OBJECT], "")
+        for obj in (LEFTOVER, CLUSTER_LEFTOVER, UNKNOWN_OBJECT):
+            meta = obj["metadata"]
+            self.made.refs[ident(obj)] = (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+        self.made.seconds["apply"] = time.monotonic() - begin
+        self.settle()
+        self.made.objects = {key: uid for key, ref in self.made.refs.items() if (uid := self.uid(ref))}
+        return self.made
+
+    def upstream_step(self, module: str, step: upstream_fixture.Step, objects: list[Obj],
+                      creds: upstream_fixture.Credentials) -> None:
+        """Apply one of upstream's steps as its task did."""
+        if step.how == "kubectl-create-namespace":
+            names = [o["metadata"]["name"] for o in objects]
+            for name in names:
+                self.kubectl_rc("create", "namespace", name)  # 'already exists' is fine, as upstream's task
+            self.kubectl("label", "ns", "default", "kube-public", "kube-system", *names,
+                         "kubesphere.io/workspace=system-workspace", "--overwrite")
+            for name in self.kubectl("get", "ns", "-o", "jsonpath={.items[*].metadata.name}").split():
+                self.kubectl("label", "ns", name, f"kubesphere.io/namespace={name}", "--overwrite")
+        elif step.how == "kubectl-create-secret":
+            for obj in objects:
+                self.kubectl("create", "-f", "-", input=json.dumps(obj))
+        elif step.how == "kubectl-apply":
+            # The last-applied annotation holds the whole object: too long for the biggest CRDs, which upstream's
+            # task then applied server-side (--force-conflicts).
+            big = [o for o in objects if len(json.dumps(o)) > 250_000]
+            small = [o for o in objects if o not in big]
+            namespace = ("-n", step.namespace) if step.namespace else ()
+            if small:
+                path = self.work / f"{module}-{len(list(self.work.glob(f'{module}-*.yaml')))}.yaml"
+                path.write_text(yaml.safe_dump_all(small))
+                self.kubectl("apply", *namespace, "-f", str(path))
+            if big:
+                path = self.work / f"{module}-server-side.yaml"
+                path.write_text(yaml.safe_dump_all(big))
+                self.kubectl("apply", "--server-side", "--force-conflicts", *namespace, "-f", str(path))
+            self.established([o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"])
+        elif step.how == "helm":
+            self.helm_install(step.release, step.namespace, objects, module, step.chart, step.chart_version)
+        elif step.how == "kubectl-patch":
+            for patch in step.patches:
+                body = creds.fill(patch)
+                self.kubectl("patch", body["kind"].lower(), body["metadata"]["name"], "--type=merge", "-p",
+                             json.dumps({k: v for k, v in body.items() if k not in ("apiVersion", "kind",
+                                                                                     "metadata")}))
+        else:
+            raise AssertionError(f"{module}: unknown step {step.how}")
+
+    def established(self, crds: list[str], timeout: float = 60) -> None:
+        """Wait until the CRDs are served (``kubectl wait`` fails on a CRD whose status has no conditions yet)."""
+        ext = client.ApiextensionsV1Api(self.api)
+        deadline = time.monotonic() + timeout
+        for name in crds:
+            while not any(c.type == "Established" and c.status == "True"
+                          for c in (ext.read_custom_resource_definition(name).status.conditions or [])):
+                assert time.monotonic() < deadline, f"CRD {name} not established"
+                time.sleep(0.2)
+
+    def kubectl_rc(self, *args: str) -> int:
+        return subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={self.kubeconfig}",
+                               f"--cache-dir={self.cache}", *args], capture_output=True, timeout=120,
+                              check=False).returncode
 
     def uid(self, ref: Ref) -> str | None:
         api_version, kind, namespace, name = ref

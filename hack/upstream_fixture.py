@@ -1,0 +1,144 @@
+"""What ks-installer v3.4.1 made, read from tests/parity/upstream-v341/<profile> (rendered from upstream's own files
+by hack/upstream_render.py), with the credentials upstream generated at install time filled in.
+
+:func:`load` reads a profile's manifest and objects; :class:`Credentials` makes the values for its placeholders
+(``<generated:NAME>``): the JWT key (32 random letters, as init-token's ``dd | base64 | tr``), the admin token signed
+with it, redis' password (15 random letters), a new CA and serving certificate per chart that generated one (for the
+names the chart's certificate had), random letters for any other generated string. ``hack/v341_cluster.py`` applies
+the filled objects as upstream did (:data:`HOW`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import secrets
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from installer.certs import generate
+from installer.core_secret import ADMIN_CLAIMS, jwt_hs256
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "parity" / "upstream-v341"
+PLACEHOLDER = re.compile(r"<generated:([^>]+)>")
+#: How upstream applied a step's objects (the manifest's ``how``).
+HOW = {
+    "kubectl-create-namespace": "kubectl create namespace, then kubectl label (system-workspace, namespace)",
+    "kubectl-create-secret": "kubectl create secret generic --from-literal",
+    "kubectl-apply": "kubectl apply (client-side; server-side --force-conflicts when the last-applied annotation "
+                     "would be too long, as upstream's fallback)",
+    "helm": "helm upgrade --install of the vendored chart",
+    "kubectl-patch": "kubectl patch --type=merge (a Helm hook that was deleted on success)",
+}
+Obj = dict[str, Any]
+
+
+@dataclass
+class Step:
+    how: str
+    objects: list[Obj]
+    namespace: str = ""
+    release: str = ""
+    chart: str = ""
+    chart_version: str = ""
+    patches: list[Obj] = field(default_factory=list)
+    certificate: dict[str, Any] = field(default_factory=dict)
+    hooks_deleted: list[str] = field(default_factory=list)
+    idents: list[str] = field(default_factory=list)
+    """``Kind/namespace/name`` of each object, with the namespace it was applied to (none when cluster-scoped)."""
+
+
+@dataclass
+class Fixture:
+    """A profile's committed render: per module (in upstream's order) its steps with their objects."""
+
+    manifest: dict[str, Any]
+    modules: dict[str, list[Step]]
+
+    @property
+    def spec_changes(self) -> dict[str, Any]:
+        return self.manifest["spec_changes"]
+
+
+def load(profile: str = "default") -> Fixture:
+    """The committed render of ``profile``: each step's objects, matched to the manifest by order."""
+    root = FIXTURES / profile
+    manifest = json.loads((root / "manifest.json").read_text())
+    modules: dict[str, list[Step]] = {}
+    for module, records in manifest["modules"].items():
+        objects = json.loads((root / f"{module}.json").read_text())
+        steps = []
+        for rec in records:
+            count = len(rec["objects"])
+            mine, objects = objects[:count], objects[count:]
+            steps.append(Step(rec["how"], mine, rec.get("namespace", ""), rec.get("release", ""),
+                              rec.get("chart", ""), rec.get("chart_version", ""), rec.get("patches", []),
+                              rec.get("certificate", {}), rec.get("hooks_deleted", []), rec["objects"]))
+        assert not objects, f"{module}: more objects than its manifest lists"
+        modules[module] = steps
+    return Fixture(manifest, modules)
+
+
+def random_letters(length: int) -> str:
+    return "".join(secrets.choice(string.ascii_letters) for _ in range(length))
+
+
+class Credentials:
+    """The values of a fixture's placeholders, made once (``values``: name → text)."""
+
+    def __init__(self, fixture: Fixture) -> None:
+        self.values: dict[str, str] = {}
+        key = random_letters(32)
+        self.values["kubesphere-secret/secret"] = key
+        self.values["kubesphere-secret/token"] = jwt_hs256(ADMIN_CLAIMS, key)
+        self.values["redis-secret/auth"] = random_letters(15)
+        for steps in fixture.modules.values():
+            for step in steps:
+                if step.certificate:
+                    cert = step.certificate
+                    data = generate(cert["dns"], ca_name=cert.get("ca_name", "ca"),
+                                    cert_name=cert.get("cert_name", cert["dns"][0]))
+                    for name, value in data.items():
+                        self.values[f"{step.release}/{name}"] = value.decode()
+
+    def value(self, name: str) -> str:
+        if name not in self.values:
+            match = re.fullmatch(r".*/random(\d+)", name)
+            assert match, f"no value for placeholder {name}"
+            self.values[name] = random_letters(int(match.group(1)))
+        return self.values[name]
+
+    def fill(self, obj: Obj) -> Obj:
+        """``obj`` with its placeholders' values: base64 in a Secret's ``data`` and in a ``caBundle``, as text
+        elsewhere."""
+        def walk(value: Any, encoded: bool) -> Any:
+            if isinstance(value, dict):
+                return {k: walk(v, encoded or k == "caBundle") for k, v in value.items()}
+            if isinstance(value, list):
+                return [walk(v, encoded) for v in value]
+            if isinstance(value, str) and "<generated:" in value:
+                if encoded and (m := PLACEHOLDER.fullmatch(value)):
+                    return base64.b64encode(self.value(m.group(1)).encode()).decode()
+                return PLACEHOLDER.sub(lambda m: self.value(m.group(1)), value)
+            return value
+        out = {k: walk(v, False) for k, v in obj.items() if k != "data"}
+        if "data" in obj:
+            out["data"] = walk(obj["data"], obj["kind"] == "Secret")
+        return out
+
+    def secret_values(self, obj: Obj) -> dict[str, str]:
+        """The generated values a Secret of the fixture holds, by key (what a takeover must keep)."""
+        if obj["kind"] != "Secret":
+            return {}
+        return {k: self.value(m.group(1)) for k, v in (obj.get("data") or {}).items()
+                if isinstance(v, str) and (m := PLACEHOLDER.fullmatch(v))}
+
+
+def placeholders(fixture: Fixture) -> set[str]:
+    """Every placeholder name the fixture holds."""
+    text = json.dumps([[s.objects, s.patches] for steps in fixture.modules.values() for s in steps])
+    return set(PLACEHOLDER.findall(text))

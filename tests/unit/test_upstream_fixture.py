@@ -1,0 +1,99 @@
+"""The committed render of what upstream v3.4.1 made (tests/parity/upstream-v341, hack/upstream_render.py): the
+objects of each module are the inventory's (tests/parity/upstream, derived independently from the same tag), each
+step says how upstream applied them, and no generated credential is committed: every placeholder gets a value."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import upstream_fixture
+from upstream_fixture import FIXTURES, Credentials, load, placeholders
+
+PARITY = Path(__file__).resolve().parents[2] / "tests" / "parity" / "upstream"
+#: The inventory with each object's source and Helm release (the shared reference docs, beside the repository).
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "docs" / "upstream-inventory"
+PROFILES = sorted(p.name for p in FIXTURES.iterdir() if (p / "manifest.json").exists())
+Key = tuple[str, str, str]
+
+
+def inventory(module: str) -> tuple[set[Key], set[Key]]:
+    """The inventory's (kind, namespace, name) of a module: those that stay, and the hooks deleted on success."""
+    data = json.loads((PARITY / f"{module}.json").read_text())
+    kept, hooks = set(), set()
+    for o in data["objects"]:
+        key = (o["kind"], o["namespace"] or "", o["name"])
+        deleted = "hook-succeeded" in (o.get("hook_delete_policy") or "")
+        (hooks if deleted else kept).add(key)
+    return kept, hooks
+
+
+def key(ident: str) -> Key:
+    kind, *rest = ident.split("/")
+    return kind, rest[0] if len(rest) == 2 else "", rest[-1]
+
+
+def test_profiles_committed() -> None:
+    assert "default" in PROFILES
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_objects_are_the_inventorys(profile: str) -> None:
+    """Per module: the same kinds, namespaces and names as the inventory, in the order upstream applied them
+    (namespaces first, CRDs before their custom resources), each once."""
+    fixture = load(profile)
+    for module, steps in fixture.modules.items():
+        idents = [i for s in steps for i in s.idents]
+        assert len(idents) == len(set(idents)), (module, sorted(i for i in idents if idents.count(i) > 1))
+        kept, hooks = inventory(module)
+        if module == "preinstall":  # upstream only labels kube-node-lease, which the inventory lists too
+            kept.discard(("Namespace", "", "kube-node-lease"))
+        assert {key(i) for i in idents} == kept, module
+        if (SHARED / f"{module}.json").exists():
+            assert {key(i) for s in steps for i in s.idents if s.how == "helm"} == {
+                (o["kind"], o["namespace"] or "", o["name"]) for o in json.loads(
+                    (SHARED / f"{module}.json").read_text())["objects"] if o.get("helm_release")} - hooks, module
+        assert {key(h) for s in steps for h in s.hooks_deleted} == hooks, module
+        kinds = [i.split("/")[0] for i in idents]
+        crds = {o["spec"]["names"]["kind"] for s in steps for o in s.objects
+                if o["kind"] == "CustomResourceDefinition"}
+        for kind in crds & set(kinds):
+            assert kinds.index("CustomResourceDefinition") < kinds.index(kind), (module, kind)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_steps_say_how_upstream_applied_them(profile: str) -> None:
+    fixture = load(profile)
+    assert fixture.manifest["tag"] == "v3.4.1"
+    assert fixture.manifest["commit"] == json.loads((PARITY / "ks-core.json").read_text())["upstream_commit"]
+    releases = set()
+    for module, steps in fixture.modules.items():
+        for step in steps:
+            assert step.how in upstream_fixture.HOW, (module, step.how)
+            if step.how == "helm":
+                assert step.release and step.namespace and step.chart and step.chart_version, (module, step)
+                releases.add(f"{step.namespace}/{step.release}")
+            assert step.objects or step.patches, (module, step.how)
+    assert releases == {"kube-system/snapshot-controller", "kubesphere-system/ks-core",
+                        "kubesphere-system/ks-openldap", "kubesphere-monitoring-system/notification-manager"}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_no_credential_committed_and_each_placeholder_filled(profile: str) -> None:
+    """What upstream generated is a placeholder; the fixture's values fill every one (a Secret's data and a
+    caBundle base64, certificates that the CA signs for the chart's names)."""
+    text = "".join(p.read_text() for p in (FIXTURES / profile).iterdir())
+    assert "PRIVATE KEY" not in text and "BEGIN CERTIFICATE" not in text
+    fixture = load(profile)
+    names = placeholders(fixture)
+    assert {"kubesphere-secret/secret", "kubesphere-secret/token", "redis-secret/auth",
+            "notification-manager/ca.crt", "notification-manager/tls.crt", "notification-manager/tls.key",
+            "ks-core/ca.crt", "ks-core/tls.crt", "ks-core/tls.key"} <= names
+    creds = Credentials(fixture)
+    filled = [creds.fill(o) for steps in fixture.modules.values() for s in steps for o in s.objects]
+    assert "<generated:" not in json.dumps(filled)
+    secret = next(o for o in filled if o["kind"] == "Secret" and o["metadata"]["name"] == "kubesphere-secret")
+    assert set(secret["data"]) == {"token", "secret"}
+    config = next(o for o in filled if o["metadata"]["name"] == "kubesphere-config" and o["kind"] == "ConfigMap")
+    assert f'jwtSecret: "{creds.values["kubesphere-secret/secret"]}"' in config["data"]["kubesphere.yaml"]
