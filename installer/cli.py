@@ -16,7 +16,6 @@ images     list the images the spec deploys (to mirror them before an air-gapped
 from __future__ import annotations
 
 import argparse
-import base64
 import collections.abc
 import dataclasses
 import json
@@ -46,7 +45,9 @@ from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, records_for
 from installer.planning import REPAIR_STATE, STATE_TOO_NEW, STATE_UNREADABLE, Planned, plan_cc, unreadable_state
 from installer.reconcile import Reconciler, check_drift
+from installer.records import Record
 from installer.state import StateStore
+from installer.state_codec import decode
 
 
 class UsageError(Exception):
@@ -422,8 +423,10 @@ def _state(args: argparse.Namespace) -> int:
         if args.module and key != args.module:
             continue
         try:
-            value = json.loads(base64.b64decode(entries[key], validate=True))
-        except ValueError as exc:
+            value = decode(entries[key])  # bounded as the reconcile reads it: a deep or huge entry is named
+            if not key.startswith("_"):
+                Record.from_dict(value)
+        except (ValueError, TypeError) as exc:
             print(yaml.safe_dump({key: f"<unreadable: {type(exc).__name__}: {exc}>"}), end="")
             continue
         if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
