@@ -18,8 +18,9 @@ from installer import KS_VERSION
 from installer.cluster import cluster_facts
 from installer.config import prepare
 from installer.modules import switch_paths
-from installer.object_plan import GENERATED, offline_plan, redacted_manifest
+from installer.object_plan import GENERATED, offline_plan
 from installer.render import WORLD, render_modules
+from installer.render_plugins import GENERATED_CA
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL, NAMESPACE
 from installer.version import INSTALLER_VERSION
 
@@ -91,8 +92,9 @@ def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Pat
     dyn = DynamicClient(api)
     for planned in with_facts.modules:
         for m in planned.manifests:
+            text = json.dumps(m)  # not redacted: the generated values stand in the manifest itself
             if APPLIED_ANNOTATION not in m["metadata"].get("annotations", {}) or not own(m) \
-                    or GENERATED in json.dumps(redacted_manifest(m)):
+                    or GENERATED in text or GENERATED_CA in text:
                 continue
             live = dyn.resources.get(api_version=m["apiVersion"], kind=m["kind"]).get(
                 name=m["metadata"]["name"], namespace=m["metadata"].get("namespace"))

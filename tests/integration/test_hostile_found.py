@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -122,3 +123,43 @@ def test_a_forged_writer_of_a_newer_state_is_quoted_not_a_log_line(installer: In
         assert installer.condition("Stalled")["reason"] == "StateFromNewerInstaller"
     finally:
         core.patch_namespaced_secret(STATE_SECRET, NAMESPACE, {"data": {k: saved.get(k) for k in forged}})
+
+
+def test_the_retry_annotation_and_purge_names_cannot_forge_log_lines(installer: Installer, tmp_path: Path) -> None:
+    forged = "x\n[error] forged\x1b[31m\u202e"
+    installer.custom.patch_namespaced_custom_object(
+        "installer.kubesphere.io", "v1alpha1", NAMESPACE, "clusterconfigurations", "ks-installer",
+        {"metadata": {"annotations": {"installer.kubesphere.io/retry": forged,
+                                      "installer.kubesphere.io/purge": f"redis,{forged}"}}})
+    context = tmp_path / "context.json"
+    context.write_text(json.dumps([{"binding": "Retry annotation", "type": "Event"}]))
+    proc = subprocess.run([sys.executable, str(HOOK)], env=installer.environ(BINDING_CONTEXT_PATH=str(context)),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    escaped = "x\\n[error] forged\\u001b[31m\\u202e"
+    assert f"Retry requested (installer.kubesphere.io/retry={escaped})" in proc.stderr
+    assert f"installer.kubesphere.io/purge names unknown modules, ignored: {escaped}" in proc.stderr
+    assert "\x1b" not in proc.stderr and "\u202e" not in proc.stderr
+    assert not any(line.startswith("[error] forged") for line in proc.stderr.splitlines())
+
+
+OAUTH = {"identityProviders": [{"name": "github", "type": "GitHubIdentityProvider", "mappingMethod": "auto",
+                                "provider": {"clientID": "id", "clientSecret": "CS-canary-1",
+                                             "privateKey": "PK-canary-1", "redirectURL": "https://r.example"}}]}
+
+
+def test_plan_objects_shows_that_a_credential_changed_never_its_value(installer: Installer) -> None:
+    installer.apply_cc(authentication={"jwtSecret": "", "oauthOptions": OAUTH})
+    installer.reconcile_ok()
+    changed = json.loads(json.dumps(OAUTH).replace("CS-canary-1", "CS-canary-2"))
+    installer.apply_cc(authentication={"jwtSecret": "", "oauthOptions": changed})
+    shown = installer.cli("plan", "--objects", "--module", "ks-config")
+    assert shown.returncode == 1, shown.stderr[-3000:]
+    assert "canary" not in shown.stdout + shown.stderr
+    assert "+        clientSecret: <redacted> (changed)" in shown.stdout
+    printed = installer.cli("plan", "--objects", "--module", "ks-config", "-o", "yaml")
+    assert "canary" not in printed.stdout + printed.stderr
+    (config,) = [d["data"]["kubesphere.yaml"] for d in yaml.safe_load_all(printed.stdout)
+                 if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kubesphere-config"]
+    assert "clientSecret: <redacted>" in config and "privateKey: <redacted>" in config
+    assert "redirectURL: https://r.example" in config
