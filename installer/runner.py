@@ -21,8 +21,10 @@ from typing import Any
 import ansible_runner
 import yaml
 
+from installer.ansible_tasks import WARNINGS_KEY
 from installer.engine_settings import Settings
 from installer.forkserver import SERVER
+from installer.hooklog import escaped
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_spared
 from installer.modules import get_module
 from installer.ownership import RECORDED_ENV
@@ -84,6 +86,9 @@ class _Progress:
                 self.failed_task = data.get("task")
                 self.message = _error_text(data.get("res") or {})
                 log.error("[%s] task failed: %s: %s", self.module, self.failed_task, self.message)
+        if kind == "runner_on_ok":
+            for warning in ((data.get("res") or {}).get(WARNINGS_KEY) or [])[:50]:
+                log.warning("[%s] %s", self.module, escaped(warning, 400))
         if kind in _TASK_ENDS and self.spans:
             self._end_span(_TASK_ENDS[kind], event, data)
         return True

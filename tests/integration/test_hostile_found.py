@@ -163,3 +163,52 @@ def test_plan_objects_shows_that_a_credential_changed_never_its_value(installer:
                  if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kubesphere-config"]
     assert "clientSecret: <redacted>" in config and "privateKey: <redacted>" in config
     assert "redirectURL: https://r.example" in config
+
+
+def test_tenants_alerting_rules_are_skipped_and_reported_never_stop_the_task(
+        installer: Installer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from installer.ansible_tasks import WARNINGS_KEY, ks_alert_rules
+
+    core, tenant = client.CoreV1Api(installer.api), "hostile-tenant"
+    core.create_namespace({"metadata": {"name": tenant}})
+    rule = {"alert": "mem-high", "expr": "x > 1", "labels": {"severity": "critical"},
+            "annotations": {"kind": "Deployment", "resources": '["web"]', "rules": json.dumps([{
+                "_metricType": "namespace:workload_memory_usage:sum{$1}", "condition_type": ">=",
+                "thresholds": 2, "unit": "Mi"}])}}
+
+    def prometheus_rule(name: str, **annotations: str) -> dict:
+        return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
+                "metadata": {"name": name, "namespace": tenant, "labels": {"custom-alerting-rule-level": "namespace"}},
+                "spec": {"groups": [{"name": "g", "rules": [{**rule, "alert": name,
+                                                             "annotations": {**rule["annotations"], **annotations}}]}]}}
+
+    rules = [prometheus_rule("huge", rules=rule["annotations"]["rules"].replace(": 2,", ': "1e5000",')),
+             prometheus_rule("deep", rules="[" * 100_000 + "]" * 100_000),
+             prometheus_rule("taken"), prometheus_rule("fine")]
+    suffix = ks_alert_rules._suffixed({"metadata": {"name": "taken", "annotations": {
+        ks_alert_rules.ORIGIN_ANNOTATION: f"{tenant}/taken/0/0"}}})["metadata"]["name"]
+    try:
+        for body in rules:
+            installer.custom.create_namespaced_custom_object("monitoring.coreos.com", "v1", tenant,
+                                                             "prometheusrules", body)
+        for name in ("taken", suffix):  # a tenant's own groups, made before the migration
+            installer.custom.create_namespaced_custom_object(
+                "alerting.kubesphere.io", "v2beta1", tenant, "rulegroups",
+                {"apiVersion": "alerting.kubesphere.io/v2beta1", "kind": "RuleGroup",
+                 "metadata": {"name": name, "namespace": tenant}, "spec": {"rules": []}})
+        monkeypatch.setattr(ks_alert_rules, "api_client", lambda: installer.api)
+        result = ks_alert_rules.run({"namespace": "kubesphere-monitoring-system", "relabel": False, "migrate": True})
+        assert result["migrated"] == [f"{tenant}/fine"] and result["created"] == [f"RuleGroup/{tenant}/fine"]
+        skipped = "\n".join(result["skipped"])
+        assert f"PrometheusRule {tenant}/huge: group 0 rule 0 (alert huge): its threshold 1e5000 is out of range" \
+            in skipped
+        assert f"PrometheusRule {tenant}/deep: group 0 rule 0 (alert deep): its rules or resources annotation is " \
+            "nested too deep" in skipped
+        assert f"PrometheusRule {tenant}/taken: RuleGroup/{tenant}/{suffix} and its name without the suffix hold " \
+            "other rules" in skipped
+        assert len(result[WARNINGS_KEY]) == 3
+        groups = installer.custom.list_namespaced_custom_object("alerting.kubesphere.io", "v2beta1", tenant,
+                                                                "rulegroups")["items"]
+        assert sorted(g["metadata"]["name"] for g in groups) == sorted(["fine", "taken", suffix])
+    finally:
+        core.delete_namespace(tenant)
