@@ -2,9 +2,14 @@
 
 Every spec must either plan (exit 0) or be refused with a short message naming a field or the YAML problem.
 A traceback, an uncaught exception, more than 20 KB of output, a canary secret or an unprintable character
-(a terminal control, a bidi override) in the output is a BUG.
+(a terminal control, a bidi override) in the output is a BUG. ``bombs`` are files no spec is: alias and merge
+bombs, a million-item flow list, megabyte keys, oversized files; each must be refused within seconds.
 
-    python hack/hostile_specs.py --count 1000 --seed 1 [--keep-dir DIR]
+With ``--state``, hostile contents of the installer's state Secret instead (nesting, wrong types, malformed
+inventories and times, forged writers, oversized entries): each must read as records or be refused with
+StateUnreadable, a short printable message naming the key; anything else is a BUG.
+
+    python hack/hostile_specs.py --count 1000 --seed 1 [--keep-dir DIR] [--state]
 """
 
 from __future__ import annotations
@@ -246,8 +251,29 @@ def malformed(rng: random.Random, doc: dict[str, Any]) -> str | bytes:
     return text.replace("jwtSecret: ''", f"jwtSecret: '{CANARY}", 1)
 
 
+def bombs(rng: random.Random, doc: dict[str, Any]) -> str:
+    """Files no spec is: alias and merge bombs, a flow list of a million items, a megabyte key, many long unknown
+    keys, a file over the size limit."""
+    kind = rng.choice(["alias", "merge", "flow", "key", "unknown", "oversize"])
+    head = "kind: ClusterConfiguration\nspec:\n"
+    if kind in ("alias", "merge"):
+        width, levels = rng.randint(5, 12), rng.randint(6, 12)
+        lines = ["  x0: &x0 {" + ", ".join(f"k{j}: {CANARY}" for j in range(width)) + "}"]
+        for i in range(1, levels):
+            items = ", ".join([f"*x{i - 1}"] * width)
+            lines.append(f"  x{i}: &x{i} {{<<: [{items}]}}" if kind == "merge" else f"  x{i}: &x{i} [{items}]")
+        return head + "\n".join(lines) + "\n"
+    if kind == "flow":
+        return head + "  tolerations: [" + ",".join(["{}"] * rng.randint(100_000, 300_000)) + "]\n"
+    if kind == "key":
+        return head + "  ? " + rng.choice("kx") * rng.randint(10_000, 900_000) + "\n  : 1\n"
+    if kind == "unknown":
+        return head + "".join(f"  u{i}{'u' * 4000}: {CANARY}\n" for i in range(rng.randint(60, 200)))
+    return _dump(doc) + "#" * (1 << 20)
+
+
 TEXT_MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], str | bytes]] = {
-    "deep": deep, "yaml_features": yaml_features, "malformed": malformed,
+    "deep": deep, "yaml_features": yaml_features, "malformed": malformed, "bombs": bombs,
 }
 KINDS = [*DICT_MUTATIONS, *TEXT_MUTATIONS]
 
@@ -301,6 +327,91 @@ def run_plan(path: Path) -> Outcome:
     return Outcome("refused", "", text)
 
 
+# ---------------------------------------------------------------- the state Secret
+
+STATE_REF = "Secret kubesphere-system/ks-installer-state"
+MAX_STATE_MESSAGE = 2_000
+
+
+def _b64(value: Any) -> str:
+    import base64
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value)
+    return base64.b64encode(text.encode("utf-8", "surrogatepass")).decode()
+
+
+def hostile_state(rng: random.Random) -> tuple[str, dict[str, str]]:
+    """One hostile state Secret ``data``: its kind and its entries (base64, as the API server holds them)."""
+    record: dict[str, Any] = {"module": "redis", "hash": "h", "inputs": {"common.redis.enabled": True},
+                              "applied_at": "2024-01-01T00:00:00Z", "version": "3.4.1",
+                              "inventory": [["v1", "ConfigMap", "kubesphere-system", "redis-configmap"]]}
+    kind = rng.choice(["deep", "wrong_type", "inventory", "time", "intent", "writer", "size", "key", "valid"])
+    if kind == "deep":
+        depth = rng.choice([70, 200, 5_000, 100_000])
+        nest = "[" * depth + "]" * depth if rng.random() < 0.5 else '{"a":' * depth + "1" + "}" * depth
+        where = rng.choice(["entry", "spec"])
+        text = ('{"module":"redis","hash":"h","inputs":{"x":' + nest + "}}") if where == "entry" else \
+            '{"common":' + nest + "}"
+        return kind, {"redis" if where == "entry" else "_spec": _b64(text)}
+    if kind == "wrong_type":
+        field = rng.choice(sorted(record))
+        record[field] = rng.choice([5, None, True, [], {}, "x", 1e308, [[1]], {"a": CANARY}])
+        return kind, {"redis": _b64(record)}
+    if kind == "inventory":
+        record["inventory"] = rng.choice(["ConfigMap/default/x", [["v1", "ConfigMap", "default"]], [[1, 2, 3, 4]],
+                                          [["v1", "ConfigMap", "default", "x\n[error] forged"]], {"a": 1}, [None]])
+        return kind, {"redis": _b64(record)}
+    if kind == "time":
+        record["applied_at"] = rng.choice(["yesterday", "2099-13-45T00:00:00Z", "", 0, "\x1b[31m"])
+        return kind, {"redis": _b64(record)}
+    if kind == "intent":
+        record["intent"] = rng.choice([{"action": "rm -rf /", "hash": None, "started_at": "2024-01-01T00:00:00Z"},
+                                       {"action": "install", "hash": 5, "started_at": "now"}, [], "running",
+                                       {"action": "install", "hash": None, "started_at": "2024-01-01T00:00:00Z",
+                                        "outcome": "exploded", "extra": CANARY}])
+        return kind, {"redis": _b64(record)}
+    if kind == "writer":
+        return kind, {"_format": _b64(rng.choice([9, "9", -1, [9]])),
+                      "_writer": _b64(rng.choice(["9.9\n[error] forged\x1b[31m", "\u202e" * 500, 7, "x" * 10_000]))}
+    if kind == "size":
+        return kind, {"redis": rng.choice(["A" * (1 << 21), _b64([1] * 30_000), _b64({"a": "x" * 20_000}), "%%%"])}
+    if kind == "key":
+        record["module"] = rng.choice(["minio", "redis\n[error] forged", ""])
+        return kind, {"redis": _b64(record)}
+    return kind, {"redis": _b64(record), "_spec": _b64({"common": {"redis": {"enabled": True}}})}
+
+
+def run_state(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
+    """Generate ``count`` hostile state Secrets and read each as the reconcile, ``plan`` and the hook do."""
+    from installer.state_codec import StateUnreadable, parse
+
+    rng = random.Random(seed)
+    totals: collections.Counter[str] = collections.Counter()
+    bugs: list[str] = []
+    for _ in range(count):
+        kind, data = hostile_state(rng)
+        try:
+            parse(data, STATE_REF)
+            verdict = "valid"
+        except StateUnreadable as exc:
+            message = str(exc)
+            ok = message.startswith(STATE_REF) and len(message) <= MAX_STATE_MESSAGE and CANARY not in message \
+                and all(c.isprintable() for c in message)
+            verdict = "refused" if ok else "BUG"
+            if not ok:
+                bugs.append(f"{kind}: {message[:300]!r}")
+        except BaseException as exc:  # any escape is the finding
+            verdict = "BUG"
+            bugs.append(f"{kind}: uncaught {type(exc).__name__}: {str(exc)[:200]}")
+        totals[verdict] += 1
+    if not quiet:
+        print(f"state: {totals['valid']} valid, {totals['refused']} refused, {totals['BUG']} BUG ({count} Secrets)")
+        for bug in bugs[:5]:
+            print(f"BUG {bug}")
+    return dict(totals)
+
+
 def run(count: int, seed: int, keep_dir: Path, shown: int = 5, quiet: bool = False,
         allowed: list[str] = KINDS) -> dict[str, int]:
     """Generate and plan ``count`` specs; print a summary and the first ``shown`` BUGs; return counts per verdict."""
@@ -335,8 +446,11 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep-dir", type=Path, help="where the specs are written (default: a temporary dir)")
+    parser.add_argument("--state", action="store_true", help="hostile state Secrets instead of specs")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
+    if args.state:
+        return 1 if run_state(args.count, args.seed).get("BUG") else 0
     if args.keep_dir:
         return 1 if run(args.count, args.seed, args.keep_dir).get("BUG") else 0
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:

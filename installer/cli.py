@@ -16,11 +16,12 @@ images     list the images the spec deploys (to mirror them before an air-gapped
 from __future__ import annotations
 
 import argparse
-import base64
 import collections.abc
 import dataclasses
 import json
+import os
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -44,7 +45,9 @@ from installer.modules import MODULES, Module, switch_paths
 from installer.plan import Plan, records_for
 from installer.planning import REPAIR_STATE, STATE_TOO_NEW, STATE_UNREADABLE, Planned, plan_cc, unreadable_state
 from installer.reconcile import Reconciler, check_drift
+from installer.records import Record
 from installer.state import StateStore
+from installer.state_codec import decode
 
 
 class UsageError(Exception):
@@ -59,20 +62,33 @@ class _TooDeep(Exception):
 _MERGE = "tag:yaml.org,2002:merge"
 
 
+MAX_DESIRED_BYTES = 1 << 20
+"""The largest ``--desired``/``--last-applied`` file read (a cc is about 10 KB; the API server keeps an object under
+1.5 MB)."""
+MAX_MESSAGE = 1 << 16
+"""The most of an error message printed (the errors themselves are bounded: installer.config.validate)."""
+MAX_COMPOSED = 3 * MAX_NODES
+"""YAML nodes (keys count) a file may compose, aliases counted as often as they are used: bounded while composing,
+before anything is built or merged (a spec holds at most MAX_NODES values, with their keys)."""
+
+
 class _StrictLoader(yaml.SafeLoader):
     """YAML as the API server reads it: a key given twice is an error, not "the last one wins"; merge keys
     (``<<: *anchor``) are merged. Nothing is composed deeper than PARSE_DEPTH (PyYAML's composer recurses), and a
-    merge that would build more than MAX_NODES keys is refused (aliases are bounded by ``structure_errors``)."""
+    document whose nodes, each alias counted with everything under it, pass MAX_COMPOSED is refused while it is
+    composed: an alias or merge bomb never builds, nor does a long flow list."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._at: list[Any] = []  # where the composer is: keys and indexes from the root
         self._paths: dict[int, list[Any]] = {}
+        self._sizes: dict[int, int] = {}  # id(node) -> nodes under it, aliases expanded
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if parent is None:  # a document's root
             root = super().compose_node(parent, index)
             self._paths[id(root)] = []
+            self._size(root)
             return root
         part = index if isinstance(index, int) else "?" if index is None else getattr(index, "value", "?")
         self._at.append(part if isinstance(part, int | str) else "?")
@@ -81,9 +97,27 @@ class _StrictLoader(yaml.SafeLoader):
                 raise _TooDeep(list(self._at))
             node = super().compose_node(parent, index)
             self._paths.setdefault(id(node), list(self._at))
+            self._size(node)
             return node
         finally:
             self._at.pop()
+
+    def _size(self, node: yaml.Node) -> None:
+        """Count ``node`` with its children (composed before it; an alias is its anchor's node, counted again)."""
+        if id(node) in self._sizes:
+            return  # an alias: its anchor's node, counted where it is used (its parent adds its size)
+        if isinstance(node, yaml.MappingNode):
+            size = 1 + sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(self._sizes.get(id(item), 1) for item in node.value)
+        else:
+            size = 1
+        self._sizes[id(node)] = size
+        if size > MAX_COMPOSED or len(self._sizes) > MAX_COMPOSED:
+            where = format_path(self._paths.get(id(node), ["?"])) or "the document"
+            raise yaml.composer.ComposerError(
+                None, None, f"too many values: more than {MAX_COMPOSED} nodes, aliases and merges counted as often "
+                f"as they are used ({where})", node.start_mark)
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         merges = any(key.tag == _MERGE for key, _ in node.value)
@@ -102,11 +136,51 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, collections.abc.Hashable) and key in seen:
                 where = format_path([*self._paths.get(id(node), ["?"]), str(key)])
-                raise yaml.constructor.ConstructorError(None, None, f"found the key {key!r} twice ({where})",
+                raise yaml.constructor.ConstructorError(None, None, f"found the key {repr(key)[:80]} twice ({where})",
                                                         key_node.start_mark)
             if isinstance(key, collections.abc.Hashable):
                 seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+_EVENT_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _prescan(text: str) -> None:
+    """Refuse a document with more than MAX_COMPOSED nodes, aliases counted with everything under their anchor, from
+    LibYAML's parse events alone (fast, and nothing is built): a flow list of a million items or an alias or merge
+    bomb is refused in a fraction of a second, before the strict loader composes anything."""
+    anchors: dict[str, int] = {}
+    open_: list[list[Any]] = []  # [size so far, anchor] of each collection being parsed
+
+    def add(size: int, mark: Any) -> None:
+        if open_:
+            open_[-1][0] += size
+            if open_[-1][0] <= MAX_COMPOSED:
+                return
+        elif size <= MAX_COMPOSED:
+            return
+        raise yaml.composer.ComposerError(None, None, f"too many values: more than {MAX_COMPOSED} nodes, aliases and "
+                                          "merges counted as often as they are used", mark)
+
+    for events, event in enumerate(yaml.parse(text, Loader=_EVENT_LOADER), 1):
+        if events > MAX_COMPOSED:
+            add(MAX_COMPOSED + 1, event.start_mark)
+        if isinstance(event, yaml.AliasEvent):
+            add(anchors.get(event.anchor or "", 1), event.start_mark)
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor:
+                anchors[event.anchor] = 1
+            add(1, event.start_mark)
+        elif isinstance(event, yaml.CollectionStartEvent):
+            open_.append([1, event.anchor])
+        elif isinstance(event, yaml.CollectionEndEvent) and open_:
+            size, anchor = open_.pop()
+            if anchor:
+                anchors[anchor] = size
+            add(size, event.start_mark)
+        elif isinstance(event, yaml.DocumentEndEvent):
+            anchors.clear()
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -118,9 +192,31 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
                      for text, mark in parts if text)
 
 
+def _read_bounded(path: str) -> str:
+    """The text of a regular file of at most MAX_DESIRED_BYTES: a device (``/dev/zero``), a FIFO (which would
+    block), a directory or a larger file is refused with a message, without reading more than the limit."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # a FIFO opens at once, unread
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read YAML: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        raise UsageError(f"{path}: cannot read YAML: {what}; give a regular file")
+    with os.fdopen(fd, "rb") as src:
+        data = src.read(MAX_DESIRED_BYTES + 1)
+    if len(data) > MAX_DESIRED_BYTES:
+        raise UsageError(f"{path}: cannot read YAML: larger than {MAX_DESIRED_BYTES} bytes")
+    return data.decode("utf-8")
+
+
 def _load_spec(path: str) -> Any:
     try:
-        doc = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_StrictLoader)  # a SafeLoader
+        text = _read_bounded(path)
+        _prescan(text)
+        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader
     except UnicodeDecodeError as exc:  # the line, not the byte offset; no text around it (a secret may stand there)
         line = exc.object[: exc.start].count(b"\n") + 1
         raise UsageError(f"{path}: cannot read YAML: line {line}: not UTF-8 (byte {exc.object[exc.start]:#04x})") \
@@ -327,8 +423,10 @@ def _state(args: argparse.Namespace) -> int:
         if args.module and key != args.module:
             continue
         try:
-            value = json.loads(base64.b64decode(entries[key], validate=True))
-        except ValueError as exc:
+            value = decode(entries[key])  # bounded as the reconcile reads it: a deep or huge entry is named
+            if not key.startswith("_"):
+                Record.from_dict(value)
+        except (ValueError, TypeError) as exc:
             print(yaml.safe_dump({key: f"<unreadable: {type(exc).__name__}: {exc}>"}), end="")
             continue
         if isinstance(value, dict) and isinstance(value.get("inputs"), dict):
@@ -449,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         result = reconciler.run(force=args.all, drift=drift)
         return 0 if result.ok else 1
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        message = str(exc)
+        cut = f"... ({len(message) - MAX_MESSAGE} more characters)" if len(message) > MAX_MESSAGE else ""
+        print(f"error: {message[:MAX_MESSAGE]}{cut}", file=sys.stderr)
         return 2
     except LeaseHeld as exc:
         print(f"{exc}; try again later", file=sys.stderr)

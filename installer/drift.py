@@ -14,6 +14,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from installer.hooklog import escaped
 from installer.manifests import Ref
 from installer.records import Record
 from installer.settings import FIELD_MANAGER, MODULE_LABEL
@@ -43,7 +44,7 @@ def foreign_editor(item: Any, since: dt.datetime) -> str | None:
         if manager.startswith((FIELD_MANAGER, *SYSTEM_MANAGERS)) or entry.get("subresource"):
             continue
         if _time(entry) > since:
-            return str(entry.get("manager") or "unknown")
+            return escaped(entry.get("manager") or "unknown", 128)
     return None
 
 

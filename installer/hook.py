@@ -194,7 +194,7 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
     if retry is not None:
         # Handled once: removing it lets the same command work again next time.
         ccs.remove_annotation(RETRY_ANNOTATION)
-        log.info("Retry requested (%s=%s)", RETRY_ANNOTATION, retry)
+        log.info("Retry requested (%s=%s)", RETRY_ANNOTATION, hooklog.escaped(retry))
         drift = check_drift(api)
     elif triggers and triggers <= {RETRY_BINDING}:
         return 0  # the annotation was removed: nothing was asked

@@ -21,6 +21,7 @@ from pathlib import Path
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.hooklog import escaped
 from installer.settings import LEASE_NAME, NAMESPACE
 
 log = logging.getLogger("installer")
@@ -101,8 +102,8 @@ class Lease:
         holder = lease.spec.holder_identity
         if holder not in (None, self.identity) and not _expired(lease.spec):
             if not self._holder_gone(holder):
-                raise LeaseHeld(f"another reconcile is running ({holder})")
-            log.info("Taking over the lease of %s: that installer is no longer running", holder)
+                raise LeaseHeld(f"another reconcile is running ({escaped(holder, 120)})")
+            log.info("Taking over the lease of %s: that installer is no longer running", escaped(holder, 120))
         lease.spec = self._spec()
         try:
             self._lease = self.coord.replace_namespaced_lease(self.name, self.namespace, lease)

@@ -32,6 +32,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer import yaml_c
 from installer.adoption import legacy_entries, take_over
+from installer.ownership import recorded, why_spared
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 Obj = dict[str, Any]
@@ -167,13 +168,22 @@ class ApplyResult:
     """``Kind/ns/name: what was done``, for objects whose unchangeable fields differed (:meth:`Manifests._replace`)."""
     applied_refs: list[Ref] = field(default_factory=list)
     deleted_refs: list[Ref] = field(default_factory=list)
+    spared: list[str] = field(default_factory=list)
+    """Objects with the module's label that prune or uninstall left, and why (installer.ownership)."""
 
     def record(self) -> None:
-        """Append what was applied and deleted to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
+        """Append what was applied, deleted and spared to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
         path = os.environ.get(INVENTORY_ENV)
         if path:
             with open(path, "a", encoding="utf-8") as out:
-                out.write(json.dumps({"applied": self.applied_refs, "deleted": self.deleted_refs}) + "\n")
+                out.write(json.dumps({"applied": self.applied_refs, "deleted": self.deleted_refs,
+                                      "spared": self.spared}) + "\n")
+
+
+def record_generated(refs: list[Ref]) -> None:
+    """Add objects a generator task made or kept (a random password, a certificate) to the run's inventory: the
+    module's uninstall deletes only what its recorded inventory names."""
+    ApplyResult(applied_refs=list(refs)).record()
 
 
 def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
@@ -189,6 +199,15 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
         for r in entry["deleted"]:
             live.pop(tuple(r), None)  # type: ignore[arg-type]
     return sorted(live)
+
+
+def read_spared(path: str | os.PathLike[str]) -> list[str]:
+    """What a run's prunes and uninstalls left although it carries the module's label, and why."""
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
+    except FileNotFoundError:
+        return []
+    return list(dict.fromkeys(s for line in lines for s in json.loads(line).get("spared") or []))
 
 
 def digest(body: Obj) -> str:
@@ -304,7 +323,7 @@ class Manifests:
         self._wait_established(unestablished)
         if prune:
             keep = set(result.applied)
-            stale = [o for o in self._owned(_kinds(objects, kinds)) if ident(o) not in keep]
+            stale = self._owned(_kinds(objects, kinds), result, keep)
             for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
                 self._remove(obj, result, purge=False)
         return result
@@ -400,7 +419,7 @@ class Manifests:
         resource is left of."""
         result = ApplyResult()
         wanted = _kinds(objects, [*kinds, *(PURGED_KINDS if purge else ())])
-        owned = sorted(self._owned(wanted), key=lambda o: _rank(o["kind"]), reverse=True)
+        owned = sorted(self._owned(wanted, result), key=lambda o: _rank(o["kind"]), reverse=True)
         claims = self._stateful_claims(owned) if purge else []
         for obj in owned:
             self._remove(obj, result, purge, tenants)
@@ -436,17 +455,29 @@ class Manifests:
                             for c in pvcs if pattern.fullmatch(c.metadata.name)]
         return out
 
-    def _owned(self, kinds: set[tuple[str, str]]) -> list[Obj]:
+    def _owned(self, kinds: set[tuple[str, str]], result: ApplyResult, keep: set[str] | None = None) -> list[Obj]:
+        """The objects of ``kinds`` but those in ``keep`` (``ident``) this module may delete: labelled as its,
+        written by the installer, named in its recorded inventory and in its namespaces (installer.ownership); the
+        others that carry its label are listed in ``result.spared`` with the reason."""
         selector = f"{MODULE_LABEL}={self.module}"
+        inventory = recorded()
         out: list[Obj] = []
         for api_version, kind in kinds:
             try:
                 items = self._resource(api_version, kind).get(label_selector=selector).items
             except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing to find
                 continue
-            out += [{"apiVersion": api_version, "kind": kind,
-                     "metadata": {"name": i.metadata.name, "namespace": i.metadata.namespace}}
-                    for i in items if applied_by_installer(i)]
+            for item in items:
+                obj = {"apiVersion": api_version, "kind": kind,
+                       "metadata": {"name": item.metadata.name, "namespace": item.metadata.namespace}}
+                if keep is not None and ident(obj) in keep:
+                    continue
+                why = "not written by the installer" if not applied_by_installer(item) else why_spared(
+                    self.module, ref_of(obj), inventory)
+                if why is None:
+                    out.append(obj)
+                elif why != "not written by the installer":
+                    result.spared.append(f"{ident(obj)}: {why}")
         return out
 
     def _remove(self, obj: Obj, result: ApplyResult, purge: bool, tenants: Iterable[str] = ()) -> None:

@@ -27,7 +27,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer.adoption import dropped_by_takeover, legacy_entries, releases_to_retire
-from installer.config.secrets import REDACTED, SECRET_KEY
+from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API
 from installer.manifests import (
     KIND_ORDER,
@@ -114,6 +114,8 @@ def _named(items: list[Any]) -> bool:
 
 
 def _text_diff(path: str, old: str, new: str) -> list[str]:
+    """A unified diff of two texts (a config file in a ConfigMap), with the values of credential keys redacted."""
+    old, new = redact_texts(old, new)
     lines = difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=1)
     return [f"{path}:"] + [f"    {line}" for line in list(lines)[2:]]
 
@@ -186,13 +188,34 @@ def object_diff(live: Obj, after: Obj) -> list[str]:
 
 
 def redacted_manifest(obj: Obj) -> Obj:
-    """``obj`` as printed: a Secret's values replaced by ``<redacted>``, a generated CA bundle by ``(generated)``."""
+    """``obj`` as printed: a Secret's values replaced by ``<redacted>``, a generated CA bundle by ``(generated)``;
+    elsewhere the string under a credential-named key (an env variable's value by its name) and, in the texts of a
+    ConfigMap, the values of credential keys (installer.config.secrets.redact_text)."""
     out = json.loads(json.dumps(obj).replace(json.dumps(GENERATED_CA), json.dumps(GENERATED)))
     if out.get("kind") == "Secret":
         for key in ("data", "stringData"):
             if isinstance(out.get(key), dict):
                 out[key] = {k: v if v == GENERATED else REDACTED for k, v in out[key].items()}
+        return out
+    if out.get("kind") == "ConfigMap" and isinstance(out.get("data"), dict):
+        out["data"] = {k: redact_text(v) if isinstance(v, str) else v for k, v in out["data"].items()}
+    _redact_fields(out)
     return out
+
+
+def _redact_fields(node: Any) -> None:
+    """Hide, in place, every non-empty string under a credential-named key and every env variable's ``value``
+    whose name is one."""
+    if isinstance(node, dict):
+        named = isinstance(node.get("name"), str) and _credential(node["name"]) and isinstance(node.get("value"), str)
+        for key, value in node.items():
+            if isinstance(value, str) and value and (_credential(key) or (named and key == "value")):
+                node[key] = REDACTED
+            else:
+                _redact_fields(value)
+    elif isinstance(node, list):
+        for item in node:
+            _redact_fields(item)
 
 
 # --- The plan -------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from installer.config import Prepared, SpecError, prepare
+from installer.hooklog import escaped
 from installer.modules import MODULES, switch_paths
 from installer.plan import FilesDigest, Plan, applied_spec, build_plan
 from installer.records import Record
@@ -69,7 +70,8 @@ def purge_requested(cc: dict[str, Any]) -> set[str]:
     if "all" in names:
         return known
     if names - known:
-        log.warning("%s names unknown modules, ignored: %s", PURGE_ANNOTATION, ", ".join(sorted(names - known)))
+        log.warning("%s names unknown modules, ignored: %s", PURGE_ANNOTATION,
+                    ", ".join(escaped(n, 60) for n in sorted(names - known)[:20]))
     return names & known
 
 

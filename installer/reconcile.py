@@ -133,7 +133,7 @@ class ModuleRuns(Events):
     def finished(self, step: Step, outcome: RunOutcome) -> None:
         self.outcomes[step.module] = outcome
         if not outcome.ok:
-            self._intend(step, "interrupted" if outcome.interrupted else "failed")
+            self._intend(step, "interrupted" if outcome.interrupted else "failed", outcome.inventory)
         elif step.action == Action.UNINSTALL:
             self.store.forget(step.module)
             self.records.pop(step.module, None)
@@ -160,12 +160,14 @@ class ModuleRuns(Events):
     def tick(self) -> None:
         self.report.tick()
 
-    def _intend(self, step: Step, outcome: str) -> None:
+    def _intend(self, step: Step, outcome: str, applied: tuple[tuple[str, str, str, str], ...] = ()) -> None:
         """Record that the module's run started (or how it ended without success): until a success clears it,
-        the next reconcile treats the module as possibly half-applied."""
+        the next reconcile treats the module as possibly half-applied. What a failed run ``applied`` joins the
+        recorded inventory (its uninstall may delete only what that names)."""
         record = self.records.get(step.module) or Record(step.module, None, {})
         started = record.intent.started_at if record.intent and outcome != "running" else now_rfc3339()
-        record = replace(record, intent=Intent(step.action.value, step.hash, started, outcome))
+        inventory = tuple(sorted(set(record.inventory) | set(applied)))
+        record = replace(record, intent=Intent(step.action.value, step.hash, started, outcome), inventory=inventory)
         self.store.save(record)
         self.records[step.module] = record
 
@@ -264,7 +266,8 @@ class Reconciler:
             report.running()
             variables = {**spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
                          "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
-            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started)
+            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started,
+                                    records=dict(planned.records))  # as they were before this run's intents
             try:
                 execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)
             except BaseException:

@@ -3,8 +3,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
+
+ACTIONS = ("install", "upgrade", "uninstall")
+_TOKEN_LIMIT = 253
+_TOKEN = re.compile(r"[\x21-\x7e]{1,128}")
+"""A hash or a version: printable, no spaces."""
+OUTCOMES = ("running", "failed", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -50,8 +58,83 @@ class Record:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
+    def from_dict(cls, data: Any) -> Record:
+        """A record from its stored form, every field type-checked: TypeError or ValueError names the first field
+        that is not what this installer writes (a state edited by hand or forged is refused, never half-used)."""
+        _fields(data, "record", ("module", "hash", "inputs", "applied_at", "version", "inventory", "intent"))
+        module = _str(data, "module", required=True)
+        if not module:
+            raise ValueError("module: must not be empty")
+        inputs = data.get("inputs", {})
+        if not isinstance(inputs, dict) or not all(isinstance(k, str) for k in inputs):
+            raise TypeError(f"inputs: expected an object with string keys, got {_kind(inputs)}")
+        inventory = data.get("inventory", [])
+        if not isinstance(inventory, list):
+            raise TypeError(f"inventory: expected a list, got {_kind(inventory)}")
+        for i, ref in enumerate(inventory):
+            if not (isinstance(ref, list) and len(ref) == 4 and all(isinstance(p, str) for p in ref)
+                    and ref[0] and ref[1] and ref[3]):
+                raise TypeError(f"inventory[{i}]: expected [apiVersion, kind, namespace, name] (strings), got "
+                                f"{_kind(ref)}")
+            if not all(_printable_token(part, _TOKEN_LIMIT) for part in ref):
+                raise ValueError(f"inventory[{i}]: not an apiVersion, kind, namespace and name of Kubernetes")
         intent = data.get("intent")
-        return cls(data["module"], data.get("hash"), dict(data.get("inputs") or {}), data.get("applied_at", ""),
-                   data.get("version", ""), tuple(tuple(ref) for ref in data.get("inventory") or ()),  # type: ignore[misc]
-                   Intent(**intent) if intent else None)
+        if intent is not None:
+            _fields(intent, "intent", ("action", "hash", "started_at", "outcome"))
+            if intent.get("action") not in ACTIONS:
+                raise ValueError(f"intent.action: must be one of {', '.join(ACTIONS)}")
+            if intent.get("outcome", "running") not in OUTCOMES:
+                raise ValueError(f"intent.outcome: must be one of {', '.join(OUTCOMES)}")
+            _str(intent, "hash", nullable=True, label="intent.hash")
+            _timestamp(intent, "started_at", "intent.started_at", required=True)
+        for field, value in (("hash", data.get("hash")), ("version", data.get("version")),
+                             ("intent.hash", (intent or {}).get("hash"))):
+            if value not in (None, "") and not (isinstance(value, str) and _TOKEN.fullmatch(value)):
+                raise ValueError(f"{field}: not a hash or version (printable, no spaces, at most 128 characters)")
+        if not _printable_token(module, 63):
+            raise ValueError("module: not a module name")
+        return cls(module, _str(data, "hash", nullable=True), dict(inputs), _timestamp(data, "applied_at"),
+                   _str(data, "version") or "", tuple(tuple(ref) for ref in inventory),  # type: ignore[misc]
+                   Intent(**intent) if intent is not None else None)
+
+
+def _printable_token(text: str, limit: int) -> bool:
+    """At most ``limit`` characters, printable, no whitespace: what a Kubernetes name, kind or apiVersion may hold
+    (``system:kubesphere-...``), nothing a log line could be forged with."""
+    return len(text) <= limit and text.isprintable() and not any(c.isspace() for c in text)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _fields(data: Any, what: str, known: tuple[str, ...]) -> None:
+    if not isinstance(data, dict):
+        raise TypeError(f"{what}: expected an object, got {_kind(data)}")
+    unknown = sorted(str(k) for k in data if k not in known)
+    if unknown:
+        raise ValueError(f"{what}: unknown field {unknown[0][:40]!r}")
+
+
+def _str(data: dict[str, Any], key: str, required: bool = False, nullable: bool = False, label: str = "") -> Any:
+    if key not in data:
+        if required:
+            raise ValueError(f"{label or key}: missing")
+        return None
+    value = data[key]
+    if not (isinstance(value, str) or (nullable and value is None)):
+        raise TypeError(f"{label or key}: expected a string{' or null' if nullable else ''}, got {_kind(value)}")
+    return value
+
+
+def _timestamp(data: dict[str, Any], key: str, label: str = "", required: bool = False) -> str:
+    """An RFC 3339 time (``""`` when absent and not required)."""
+    value = _str(data, key, required=required, label=label)
+    if value in (None, "") and not required:
+        return ""
+    try:
+        dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{label or key}: not an RFC 3339 time") from None
+    return str(value)

@@ -7,6 +7,7 @@ import base64
 import json
 from typing import Any
 
+from installer.config.validate import loads_json, structure_errors
 from installer.records import Record
 from installer.version import INSTALLER_VERSION
 
@@ -21,6 +22,8 @@ FORMAT = 2
 that changes entries adds a step to :data:`UPGRADES`."""
 UPGRADES: dict[int, Any] = {1: lambda entries: entries}
 """``format → function`` turning the decoded entries of that format into the next one's."""
+MAX_ENTRY = 1 << 20
+"""Characters of one encoded entry (the API server keeps a whole Secret under 1 MiB)."""
 
 
 class StateUnreadable(RuntimeError):
@@ -35,8 +38,21 @@ def encode(value: Any) -> str:
     return base64.b64encode(json.dumps(value, sort_keys=True).encode()).decode()
 
 
-def decode(value: str) -> Any:
-    return json.loads(base64.b64decode(value, validate=True))
+def decode(value: Any) -> Any:
+    """One entry, read with the spec's bounds (installer.config.validate): ValueError when it is not base64 JSON,
+    is too large, nested deeper than MAX_DEPTH, holds more than MAX_NODES values or too long a string (never a
+    RecursionError or a MemoryError, whatever the Secret holds)."""
+    if not isinstance(value, str):
+        raise ValueError(f"expected base64 text, got {type(value).__name__}")
+    if len(value) > MAX_ENTRY:
+        raise ValueError(f"too large: {len(value)} characters (at most {MAX_ENTRY})")
+    try:
+        decoded = loads_json(base64.b64decode(value, validate=True))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 (byte {exc.start})") from None
+    if errors := structure_errors(decoded):
+        raise ValueError(str(errors[0]))
+    return decoded
 
 
 def format_of(data: dict[str, str], ref: str) -> int:
@@ -45,9 +61,9 @@ def format_of(data: dict[str, str], ref: str) -> int:
         return 1
     try:
         found = decode(data[FORMAT_KEY])
-        writer = decode(data[WRITER_KEY]) if WRITER_KEY in data else "unknown"
     except ValueError as exc:
         raise StateUnreadable(f"{ref}, key {FORMAT_KEY!r}: {type(exc).__name__}: {exc}") from None
+    writer = writer_of(data)
     if not isinstance(found, int) or isinstance(found, bool) or found < 1:
         raise StateUnreadable(f"{ref}, key {FORMAT_KEY!r}: not a format number: {found!r}")
     if found > FORMAT:
@@ -55,6 +71,18 @@ def format_of(data: dict[str, str], ref: str) -> int:
                           f"({INSTALLER_VERSION}) reads formats up to {FORMAT}: a downgrade is refused, nothing was "
                           f"run or uninstalled. Run ks-installer {writer} (or newer) again")
     return found
+
+
+def writer_of(data: dict[str, str]) -> str:
+    """The installer version in ``_writer``, as it may be printed: at most 40 printable characters, else
+    ``"unknown"`` (the key is written by whoever can write the Secret)."""
+    try:
+        writer = decode(data[WRITER_KEY]) if WRITER_KEY in data else "unknown"
+    except ValueError:
+        return "unknown"
+    if not isinstance(writer, str) or not writer or len(writer) > 40 or not writer.isprintable():
+        return "unknown" if not isinstance(writer, str) else json.dumps(writer[:40])
+    return writer
 
 
 def upgraded(data: dict[str, str], ref: str) -> dict[str, Any]:
@@ -65,7 +93,7 @@ def upgraded(data: dict[str, str], ref: str) -> dict[str, Any]:
         try:
             entries[key] = decode(value)
         except ValueError as exc:
-            raise StateUnreadable(f"{ref}, key {key!r}: {type(exc).__name__}: {exc}") from None
+            raise StateUnreadable(f"{ref}, key {shown_key(key)}: {type(exc).__name__}: {exc}") from None
     for step in range(found, FORMAT):
         entries = UPGRADES[step](entries)
     return entries
@@ -88,7 +116,15 @@ def records_of(entries: dict[str, Any], ref: str) -> tuple[dict[str, Record], di
                     raise TypeError(f"expected an object, got {type(decoded).__name__}")
                 spec = decoded
             elif not key.startswith("_"):
-                records[key] = Record.from_dict(decoded)
+                record = Record.from_dict(decoded)
+                if record.module != key:
+                    raise ValueError(f"module: {record.module[:60]!r} is not the entry's key")
+                records[key] = record
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise StateUnreadable(f"{ref}, key {key!r}: {type(exc).__name__}: {exc}") from None
+            raise StateUnreadable(f"{ref}, key {shown_key(key)}: {type(exc).__name__}: {exc}") from None
     return records, spec
+
+
+def shown_key(key: str) -> str:
+    """A Secret key as a message shows it (keys are ``[-._a-zA-Z0-9]+``, at most 253: quoted and cut)."""
+    return repr(key if len(key) <= 63 else key[:60] + "...")

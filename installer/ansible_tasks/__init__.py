@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NoReturn, Protocol
 
+WARNINGS_KEY = "ks_warnings"
+"""A task result's list of things the user should know although the task succeeded (the engine logs each as a
+warning naming the module)."""
+
 
 class TaskFailed(Exception):
     """The task fails with ``msg``; ``result`` is what it did before (returned beside the message)."""

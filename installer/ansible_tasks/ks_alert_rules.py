@@ -10,10 +10,12 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ConflictError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, ResourceNotFoundError
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import WARNINGS_KEY, TaskFailed
+from installer.hooklog import escaped
 from installer.kube import api_client
+from installer.manifests import api_reason
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "namespace": {"type": "str", "default": "kubesphere-monitoring-system"},
@@ -67,6 +69,12 @@ METRICS = {**NODE_METRICS, **WORKLOAD_METRICS}
 DROPPED = {"labels": ("severity", "alerttype", "rule_id"),
            "annotations": ("kind", "resources", "rules", "rule_update_time")}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+MAX_THRESHOLD = Decimal("1e15")
+"""The largest threshold (after scaling) a migrated rule may hold: beyond it, the console's number is not one."""
+
+
+class Skipped(Exception):
+    """A tenant's rule this task cannot migrate: it is left as it is (not labelled migrated) and reported."""
 
 
 def _json(text: Any) -> Any:
@@ -74,16 +82,20 @@ def _json(text: Any) -> Any:
         return json.loads(text) if isinstance(text, str) else None
     except ValueError:
         return None
+    except RecursionError:
+        raise Skipped("its rules or resources annotation is nested too deep") from None
 
 
 def _scaled(threshold: Any, factor: int | float) -> int | float | None:
-    """``threshold`` (a number or a numeric string) times ``factor``, in decimal so 70 x 0.01 is 0.7."""
+    """``threshold`` (a number or a numeric string) times ``factor``, in decimal so 70 x 0.01 is 0.7; None when it is
+    no number. Skipped when it is one, but not finite or larger than MAX_THRESHOLD (``1e5000``)."""
+    text = str(threshold).strip()
     try:
-        value = Decimal(str(threshold).strip()) * Decimal(str(factor))
+        value = Decimal(text) * Decimal(str(factor))
     except (InvalidOperation, ValueError):
         return None
-    if not value.is_finite():
-        return None
+    if not value.is_finite() or abs(value) > MAX_THRESHOLD:
+        raise Skipped(f"its threshold {escaped(text, 40)} is out of range (at most {MAX_THRESHOLD:e})")
     return int(value) if value == value.to_integral_value() else float(value)
 
 
@@ -103,7 +115,11 @@ def expr_builder(annotations: dict[str, Any]) -> dict[str, Any] | None:
     value = _scaled(thresholds, factor)
     if value is None:
         return None
-    spec: dict[str, Any] = {"names": _json(annotations.get("resources")), "comparator": comparator,
+    names = _json(annotations.get("resources"))
+    if not isinstance(comparator, str) or not isinstance(kind, str) or not (
+            names is None or (isinstance(names, list) and all(isinstance(n, str) for n in names))):
+        raise Skipped("its kind, comparator or resources annotation is not what the console writes")
+    spec: dict[str, Any] = {"names": names, "comparator": comparator,
                             "metricThreshold": {threshold_type: {field: value}}}
     if kind != "Node":
         spec["kind"] = kind
@@ -139,7 +155,8 @@ def group_name(alert: Any) -> str:
 
 def migrate(prometheus_rule: dict[str, Any]) -> list[dict[str, Any]]:
     """One ClusterRuleGroup (level cluster) or RuleGroup (level namespace, in the rule's namespace) per rule of a
-    v1beta1 custom PrometheusRule, each annotated with the rule it came from."""
+    v1beta1 custom PrometheusRule, each annotated with the rule it came from. Skipped names the first rule that
+    cannot be migrated."""
     meta = prometheus_rule.get("metadata") or {}
     namespace = meta.get("namespace")
     level = (meta.get("labels") or {}).get(LEVEL_LABEL)
@@ -149,12 +166,16 @@ def migrate(prometheus_rule: dict[str, Any]) -> list[dict[str, Any]]:
             if not isinstance(rule, dict) or not rule.get("alert"):
                 continue  # a recording rule: v1beta1 custom rules have none, v2beta1 groups hold alerts only
             origin = f"{namespace}/{meta.get('name')}/{g}/{r}"
+            try:
+                migrated = migrate_rule(rule)
+            except Skipped as exc:
+                raise Skipped(f"group {g} rule {r} (alert {escaped(rule['alert'], 60)}): {exc}") from None
             metadata: dict[str, Any] = {"name": group_name(rule["alert"]), "labels": {ENABLE_LABEL: "true"},
                                         "annotations": {ORIGIN_ANNOTATION: origin}}
             if level == "namespace":
                 metadata["namespace"] = namespace
             groups.append({"apiVersion": GROUPS_API, "kind": "ClusterRuleGroup" if level == "cluster" else "RuleGroup",
-                           "metadata": metadata, "spec": {"rules": [migrate_rule(rule)]}})
+                           "metadata": metadata, "spec": {"rules": [migrated]}})
     return groups
 
 
@@ -220,27 +241,46 @@ def relabel(cluster: Any) -> list[str]:
     return done
 
 
+def _create(cluster: Any, group: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Create ``group`` (under a suffixed name when another rule holds its name): the outcome and the group."""
+    outcome = cluster.create(group)
+    if outcome == "taken":
+        group = _suffixed(group)
+        outcome = cluster.create(group)
+        if outcome == "taken":
+            raise Skipped(f"{_ident(group)} and its name without the suffix hold other rules")
+    return outcome, group
+
+
 def migrate_all(cluster: Any, namespace: str) -> dict[str, list[str]]:
-    """Migrate every v1beta1 custom PrometheusRule not yet migrated; label each once all its groups exist."""
-    out: dict[str, list[str]] = {"migrated": [], "created": [], "existing": []}
+    """Migrate every v1beta1 custom PrometheusRule not yet migrated; label each once all its groups exist. A tenant's
+    rule that cannot be migrated (a threshold out of range, an annotation nested too deep, rule group names taken,
+    a group the API server refuses) is left unlabelled and listed in ``skipped``: it never stops the module."""
+    out: dict[str, list[str]] = {"migrated": [], "created": [], "existing": [], "skipped": []}
     pending = [*cluster.rules(f"{LEVEL_LABEL}=cluster,{MIGRATED_LABEL}!=true", namespace),
                *cluster.rules(f"{LEVEL_LABEL}=namespace,{MIGRATED_LABEL}!=true")]
     for rule in pending:
-        for group in migrate(rule):
-            outcome = cluster.create(group)
-            if outcome == "taken":
-                group = _suffixed(group)
-                outcome = cluster.create(group)
-                if outcome == "taken":
-                    raise RuntimeError(f"{_ident(group)} exists and holds another rule")
-            out["created" if outcome == "created" else "existing"].append(_ident(group))
+        where = f"PrometheusRule {rule['metadata']['namespace']}/{rule['metadata']['name']}"
+        try:
+            for group in migrate(rule):
+                try:
+                    outcome, group = _create(cluster, group)
+                except DynamicApiError as exc:
+                    if exc.status not in (400, 422):
+                        raise
+                    raise Skipped(f"the API server refused {_ident(group)}: {escaped(api_reason(exc), 200)}") from None
+                out["created" if outcome == "created" else "existing"].append(_ident(group))
+        except (Skipped, ValueError, TypeError, AttributeError, KeyError) as exc:
+            why = str(exc) if isinstance(exc, Skipped) else f"not a rule this installer can read ({type(exc).__name__})"
+            out["skipped"].append(f"{where}: {why}; left as it is")
+            continue
         cluster.label_rule(rule, {MIGRATED_LABEL: "true"})
         out["migrated"].append(f"{rule['metadata']['namespace']}/{rule['metadata']['name']}")
     return out
 
 
 def run(p: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, list[str]] = {"relabelled": [], "migrated": [], "created": [], "existing": []}
+    result: dict[str, list[str]] = {"relabelled": [], "migrated": [], "created": [], "existing": [], "skipped": []}
     try:
         cluster = Cluster()
         if p["relabel"]:
@@ -249,4 +289,5 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
             result.update(migrate_all(cluster, p["namespace"]))
     except Exception as exc:  # API errors become a task failure with their text
         raise TaskFailed(f"{type(exc).__name__}: {exc}", **result) from exc
-    return {"changed": bool(result["relabelled"] or result["migrated"] or result["created"]), **result}
+    return {"changed": bool(result["relabelled"] or result["migrated"] or result["created"]), **result,
+            WARNINGS_KEY: [f"custom alerting rule not migrated: {why}" for why in result["skipped"]]}

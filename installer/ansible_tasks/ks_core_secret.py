@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from installer.ansible_tasks import TaskFailed
-from installer.core_secret import ensure_core_secret
+from installer.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
 from installer.kube import api_client
+from installer.manifests import record_generated
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "module": {"type": "str", "required": True},
@@ -23,4 +24,5 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
                                      p["admin_password"])
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    record_generated([("v1", "Secret", p["namespace"], SECRET_NAME), (USER_API, "User", "", ADMIN)])
     return {"changed": outcome.changed, "created": outcome.created, "changed_keys": outcome.changed_keys}

@@ -7,6 +7,7 @@ from typing import Any
 
 from installer.ansible_tasks import TaskFailed
 from installer.kube import api_client
+from installer.manifests import record_generated
 from installer.random_secret import ensure_random_secret
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -24,4 +25,5 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         outcome = ensure_random_secret(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    record_generated([("v1", "Secret", p["namespace"], p["name"])])
     return {"changed": outcome.changed, "created": outcome.created, "added_keys": outcome.added_keys}

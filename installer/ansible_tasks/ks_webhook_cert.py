@@ -8,6 +8,7 @@ from typing import Any
 from installer.ansible_tasks import TaskFailed
 from installer.certs import Layout, ensure_webhook_cert
 from installer.kube import api_client
+from installer.manifests import record_generated
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "module": {"type": "str", "required": True},
@@ -32,4 +33,5 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
                          dt.timedelta(days=p["renew_before_days"]), layout)
     except Exception as exc:  # API errors become a task failure; their text holds no key material
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    record_generated([("v1", "Secret", p["namespace"], p["secret"])])
     return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle}

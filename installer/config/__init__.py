@@ -11,7 +11,14 @@ from installer.config.defaults import apply_defaults, default_spec
 from installer.config.migrate import Move, migrate, migrate_notes
 from installer.config.nulls import unset_nulls
 from installer.config.secrets import redact
-from installer.config.validate import SpecError, format_errors, structure_errors, validate, validate_transition
+from installer.config.validate import (
+    SpecError,
+    bounded,
+    format_errors,
+    structure_errors,
+    validate,
+    validate_transition,
+)
 from installer.spec import get, has, merge, nested, under
 
 __all__ = ["Prepared", "SpecError", "apply_defaults", "default_spec", "format_errors", "migrate", "prepare",
@@ -60,7 +67,7 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     plain = apply_defaults(migrated) if kept else None
     errors += [e for e in validate(spec) if e not in errors]
     errors += validate_transition(previous_spec if applied is None else applied, spec)
-    errors = [_as_written(e, moves) for e in errors] + _dropped_errors(raw_spec, moves, errors)
+    errors = bounded([_as_written(e, moves) for e in errors] + _dropped_errors(raw_spec, moves, errors))
     kept = {p: v for p, v in kept.items() if get(plain, p) != v}
     return Prepared(spec, [str(note) for note in notes], errors, kept, plain, warnings(spec) if not errors else [])
 

@@ -24,14 +24,30 @@ from installer.config.spec_schema import schema
 JINJA_DELIMITERS = ("{{", "{%", "{#")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _MAX_SHOWN = 60
+_MAX_KEY_SHOWN = 64
+
+
+MAX_PATH_SHOWN = 200
+MAX_MESSAGE_SHOWN = 400
+MAX_ERRORS = 50
+"""Errors a refusal lists (then how many more): what is printed, logged and written to status stays small."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
 class SpecError:
-    """One problem in the spec: ``path`` is dotted (``common.gpu.kinds[0].resourceName``)."""
+    """One problem in the spec: ``path`` is dotted (``common.gpu.kinds[0].resourceName``). Both are cut to a bounded
+    length (a 4 MB key is named by its first characters)."""
 
     path: str
     message: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", _cut(self.path, MAX_PATH_SHOWN))
+        object.__setattr__(self, "message", _cut(self.message, MAX_MESSAGE_SHOWN))
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}"
@@ -40,6 +56,13 @@ class SpecError:
 def format_errors(errors: Iterable[SpecError]) -> str:
     """One indented ``path: message`` line per error, as the CLI and the log list them."""
     return "\n".join(f"  {error}" for error in errors)
+
+
+def bounded(errors: list[SpecError]) -> list[SpecError]:
+    """The first MAX_ERRORS errors, and a last one saying how many more there are."""
+    if len(errors) <= MAX_ERRORS:
+        return errors
+    return [*errors[:MAX_ERRORS], SpecError("spec", f"... and {len(errors) - MAX_ERRORS} more errors")]
 
 
 def _full_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
@@ -97,6 +120,9 @@ def structure_errors(spec: Any) -> list[SpecError]:
                 if not isinstance(key, str):
                     errors.append(SpecError(format_path([*parts, str(key)]),
                                             f"field names must be strings; got {_type_name(key)}"))
+                elif len(key) > MAX_STRING:
+                    errors.append(SpecError(format_path([*parts, key]), f"is too long a field name: {len(key)} "
+                                            f"characters (at most {MAX_STRING})"))
                 else:
                     stack.append((value, [*parts, key]))
         elif isinstance(node, list):
@@ -148,11 +174,17 @@ def format_path(parts: Iterable[Any]) -> str:
     for part in parts:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif isinstance(part, str) and _SIMPLE_KEY.match(part):
+        elif isinstance(part, str) and _SIMPLE_KEY.match(part) and len(part) <= _MAX_KEY_SHOWN:
             out += f".{part}" if out else part
         else:
-            out += f"[{json.dumps(str(part))}]"
+            out += f"[{_quoted_key(part)}]"
     return out
+
+
+def _quoted_key(key: Any) -> str:
+    """A key as JSON, cut after _MAX_KEY_SHOWN characters."""
+    text = str(key)
+    return json.dumps(text if len(text) <= _MAX_KEY_SHOWN else text[:_MAX_KEY_SHOWN] + "...")
 
 
 def _shown(value: Any, path: str) -> str | None:
@@ -190,12 +222,12 @@ def _unknown_fields(err: ValidationError, path: list[Any]) -> Iterator[SpecError
         if key in known:
             continue
         where = format_path([*path, key])
-        close = difflib.get_close_matches(str(key).lower(), list(by_lower), n=1, cutoff=0.6)
+        close = difflib.get_close_matches(str(key)[:_MAX_KEY_SHOWN].lower(), list(by_lower), n=1, cutoff=0.6)
         hint = f'; did you mean "{by_lower[close[0]]}"?' if close else ""
         if not hint and len(known) <= 12:
             hint = f"; known fields: {', '.join(known)}"
         section = f" in {format_path(path)}" if path else ""
-        yield SpecError(where, f"unknown field {json.dumps(str(key))}{section}{hint}")
+        yield SpecError(where, f"unknown field {_quoted_key(key)}{section}{hint}")
 
 
 def _message(err: ValidationError, path: str) -> str:

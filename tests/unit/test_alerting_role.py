@@ -273,10 +273,46 @@ def test_relabel_and_migrate_once() -> None:
     labelled = [r["metadata"]["name"] for r in fake.prometheus_rules
                 if r["metadata"]["labels"].get("migrated-to-alerting-v2beta1") == "true"]
     assert labelled == ["c", "n"]
-    assert lib.migrate_all(fake, NS) == {"migrated": [], "created": [], "existing": []}
+    assert lib.migrate_all(fake, NS) == {"migrated": [], "created": [], "existing": [], "skipped": []}
 
     # An interrupted run (groups written, originals not labelled) is finished without duplicates.
     for rule in fake.prometheus_rules:
         rule["metadata"]["labels"].pop("migrated-to-alerting-v2beta1", None)
     again = lib.migrate_all(fake, NS)
     assert again["created"] == [] and sorted(again["existing"]) == created
+
+
+def _with_rules(rule: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    return {**rule, "annotations": {**rule["annotations"], **annotations}}
+
+
+def test_tenants_rules_that_cannot_be_migrated_are_skipped_and_reported() -> None:
+    """A threshold out of range, a rules annotation nested too deep, group names taken in advance: each such rule is
+    left unlabelled and listed, and every other rule is migrated."""
+    lib = library()
+    huge = _with_rules(NODE_RULE, rules=NODE_RULE["annotations"]["rules"].replace('"70"', '"1e5000"'))
+    deep = _with_rules(WORKLOAD_RULE, rules="[" * 100_000 + "]" * 100_000)
+    names = _with_rules(WORKLOAD_RULE, resources='[{"a": 1}]')
+    taken = {**WORKLOAD_RULE, "alert": "taken"}
+    suffix = lib._suffixed({"metadata": {"name": "taken", "annotations": {
+        "installer.kubesphere.io/migrated-from": "demo/t/0/0"}}})["metadata"]["name"]
+    squatters = [{"kind": "RuleGroup", "metadata": {"name": n, "namespace": "demo"}} for n in ("taken", suffix)]
+    fake = FakeCluster([prometheus_rule("huge", NS, "cluster", huge),
+                        prometheus_rule("deep", "demo", "namespace", deep),
+                        prometheus_rule("names", "demo", "namespace", names),
+                        prometheus_rule("t", "demo", "namespace", taken),
+                        prometheus_rule("ok", "demo", "namespace", WORKLOAD_RULE)], squatters)
+    out = lib.migrate_all(fake, NS)
+    assert out["migrated"] == ["demo/ok"] and out["created"] == ["RuleGroup/demo/memory-of-deploy"]
+    assert out["skipped"] == [
+        f"PrometheusRule {NS}/huge: group 0 rule 0 (alert node-cpu-high): its threshold 1e5000 is out of range (at "
+        "most 1e+15); left as it is",
+        "PrometheusRule demo/deep: group 0 rule 0 (alert Memory_Of_Deploy): its rules or resources annotation is "
+        "nested too deep; left as it is",
+        "PrometheusRule demo/names: group 0 rule 0 (alert Memory_Of_Deploy): its kind, comparator or resources "
+        "annotation is not what the console writes; left as it is",
+        f"PrometheusRule demo/t: RuleGroup/demo/{suffix} and its name without the suffix hold other rules; left as "
+        "it is"]
+    labelled = [r["metadata"]["name"] for r in fake.prometheus_rules
+                if r["metadata"]["labels"].get("migrated-to-alerting-v2beta1") == "true"]
+    assert labelled == ["ok"]

@@ -48,3 +48,68 @@ def test_secret_paths_are_the_schema_marks() -> None:
             "common.opensearch.basicAuth.password", "common.s3.secretAccessKey"} <= set(SECRET_PATHS)
     assert is_credential("authentication.oauthOptions.identityProviders[0].provider.privateKey")
     assert not is_credential("common.es.basicAuth.username")
+
+
+def test_whizard_client_and_server_are_secret_sections() -> None:
+    before = {"monitoring": {"whizard": {"client": {"authorization": {"type": "Bearer", "credentials": "canary-1"},
+                                                    "x": "canary-2"}, "server": {"storage": {"k": "canary-3"}}}}}
+    after = {"monitoring": {"whizard": {"client": {"authorization": {"type": "Bearer", "credentials": "canary-4"},
+                                                   "x": "canary-5"}, "server": {"storage": {"k": "canary-6"}}}}}
+    lines = describe_changes(before, after)
+    assert lines and not any("canary" in line for line in lines)
+
+
+KUBESPHERE_YAML = """authentication:
+  jwtSecret: ""
+  oauthOptions:
+    identityProviders:
+    - name: github
+      provider:
+        clientID: id
+        clientSecret: {secret}
+        privateKey: |
+          -----BEGIN PRIVATE KEY-----
+          {key}
+          -----END PRIVATE KEY-----
+        redirectURL: https://r
+s3:
+  endpoint: http://s3
+  accessKeyID: AK-canary
+  secretAccessKey: SK-canary
+devops:
+  sonar: {{host: http://sonar, token: "ST-canary"}}
+  settings: {{"apiKey": "API-canary", "enabled": true}}
+automountServiceAccountToken: false
+"""
+
+
+def test_config_texts_are_redacted_by_key_and_a_changed_credential_is_said_to_change() -> None:
+    from installer.config.secrets import redact_text
+    from installer.object_plan import diff, redacted_manifest
+
+    old = KUBESPHERE_YAML.format(secret="CS-old-canary", key="PK-old-canary")
+    new = KUBESPHERE_YAML.format(secret="CS-new-canary", key="PK-old-canary")
+    shown = redact_text(old)
+    assert "canary" not in shown and "redirectURL: https://r" in shown and "jwtSecret: \"\"" in shown
+    assert "automountServiceAccountToken: false" in shown and "endpoint: http://s3" in shown
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubesphere-config"}}
+    lines = diff({**cm, "data": {"kubesphere.yaml": old}}, {**cm, "data": {"kubesphere.yaml": new}})
+    assert not any("canary" in line for line in lines)
+    assert "    -        clientSecret: <redacted>" in lines
+    assert "    +        clientSecret: <redacted> (changed)" in lines
+    printed = redacted_manifest({**cm, "data": {"kubesphere.yaml": old}})
+    assert "canary" not in str(printed)
+
+
+def test_printed_manifests_hide_credential_fields_and_env_values() -> None:
+    from installer.object_plan import redacted_manifest
+
+    deployment = {"kind": "Deployment", "spec": {"template": {"spec": {
+        "automountServiceAccountToken": False,
+        "containers": [{"name": "c", "env": [{"name": "S3_SECRET_ACCESS_KEY", "value": "canary"},
+                                             {"name": "SONAR_TOKEN", "value": "canary"},
+                                             {"name": "MODE", "value": "plain"}]}]}},
+        "extra": {"apiKey": "canary"}}}
+    shown = redacted_manifest(deployment)
+    assert "canary" not in str(shown) and "plain" in str(shown)
+    assert shown["spec"]["template"]["spec"]["automountServiceAccountToken"] is False

@@ -79,3 +79,21 @@ def test_each_record_is_read_alone_from_a_pipe() -> None:
     os.close(read_end)
     assert [json.loads(chunk) for chunk in reads] == [{"level": "error", "msg": m} for m in ("first", "second",
                                                                                               "third")]
+
+
+def test_values_others_wrote_are_escaped_and_cut_for_a_log_line() -> None:
+    from installer.hooklog import escaped
+
+    assert escaped("x\n[error] forged\x1b[31m\u202e") == "x\\n[error] forged\\u001b[31m\\u202e"
+    assert escaped("a" * 500, 10) == "a" * 10 + "..."
+    assert escaped("plain ñ 😀") == "plain ñ 😀"
+
+
+def test_unknown_purge_names_are_logged_escaped(caplog: pytest.LogCaptureFixture) -> None:
+    from installer.planning import purge_requested
+
+    cc = {"metadata": {"annotations": {"installer.kubesphere.io/purge": "redis,x\n[error] forged\x1b[31m"}}}
+    with caplog.at_level(logging.WARNING, logger="installer"):
+        assert purge_requested(cc) == {"redis"}
+    assert caplog.messages == ["installer.kubesphere.io/purge names unknown modules, ignored: "
+                               "x\\n[error] forged\\u001b[31m"]

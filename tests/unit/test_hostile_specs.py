@@ -3,17 +3,18 @@ refused with a message naming the field or the YAML problem; no traceback, no se
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from hostile_specs import KINDS, run, run_plan
+from hostile_specs import KINDS, run, run_plan, run_state
 
 SPEC = "apiVersion: installer.kubesphere.io/v1alpha1\nkind: ClusterConfiguration\nmetadata: {name: ks-installer}\n"
 
 
 def test_a_hundred_generated_specs_plan_or_are_refused(tmp_path: Path) -> None:
     # 30 000 keys take seconds for PyYAML to parse: their refusal is checked below, once.
-    totals = run(100, 7, tmp_path, quiet=True, allowed=[k for k in KINDS if k != "many_keys"])
+    totals = run(100, 7, tmp_path, quiet=True, allowed=[k for k in KINDS if k not in ("many_keys", "bombs")])
     assert not totals.get("BUG"), totals
     assert totals.get("refused", 0) > 50
 
@@ -38,3 +39,16 @@ def test_a_shown_value_has_no_terminal_controls(tmp_path: Path) -> None:
     assert outcome.verdict == "refused"
     assert 'common.core.console.type: must be one of' in outcome.output
     assert 'got "\\u202e\\u009b31mNodePort"' in outcome.output
+
+
+def test_bombs_and_oversized_files_are_refused_quickly(tmp_path: Path) -> None:
+    started = time.monotonic()
+    totals = run(12, 5, tmp_path, quiet=True, allowed=["bombs"])
+    assert totals == {"refused": 12}
+    assert time.monotonic() - started < 60  # each within seconds (a merge bomb took 21 s and 1.6 GB before)
+
+
+def test_hostile_state_secrets_read_or_are_refused_with_a_short_message() -> None:
+    totals = run_state(150, 11, quiet=True)
+    assert not totals.get("BUG"), totals
+    assert totals.get("refused", 0) > 100

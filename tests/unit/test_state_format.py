@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from installer import state_codec
@@ -39,3 +41,51 @@ def test_a_format_that_is_no_number_is_unreadable(value: str) -> None:
     with pytest.raises(StateUnreadable, match="key '_format'") as caught:
         parse({"_format": value}, REF)
     assert not isinstance(caught.value, StateTooNew)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def raw(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"redis": raw('{"module":"redis","hash":"h","inputs":{"a":' + DEEP + '}}')},
+     r"key 'redis': ValueError: inputs\.a\[0\]\[0\].*nested deeper than 64 levels"),
+    ({"_spec": raw('{"a":' + DEEP + '}')}, r"key '_spec': ValueError: a\[0\].*nested deeper than 64 levels"),
+    ({"redis": raw("[" * 5000)}, r"key 'redis': JSONDecodeError: unterminated nesting"),
+    ({"redis": encode({**RECORD, "inventory": "ConfigMap/default/x"})}, r"inventory: expected a list, got a string"),
+    ({"redis": encode({**RECORD, "inventory": [["v1", "ConfigMap", "default"]]})}, r"inventory\[0\]: expected"),
+    ({"redis": encode({**RECORD, "applied_at": "yesterday"})}, r"applied_at: not an RFC 3339 time"),
+    ({"redis": encode({**RECORD, "applied_at": 5})}, r"applied_at: expected a string, got a number"),
+    ({"redis": encode({**RECORD, "inputs": ["a"]})}, r"inputs: expected an object"),
+    ({"redis": encode({**RECORD, "module": "minio"})}, r"module: 'minio' is not the entry's key"),
+    ({"redis": encode({**RECORD, "extra": 1})}, r"unknown field 'extra'"),
+    ({"redis": encode({**RECORD, "intent": {"action": "rm -rf", "hash": None, "started_at": "2024-01-01T00:00:00Z"}})},
+     r"intent\.action: must be one of"),
+    ({"redis": encode({**RECORD, "intent": {"action": "install", "hash": None, "started_at": "soon"}})},
+     r"intent\.started_at: not an RFC 3339 time"),
+    ({"redis": encode({**RECORD, "inputs": {"a": "x" * 10_000}})}, r"inputs\.a: is too long"),
+    ({"redis": encode([1] * 30_000)}, r"is too large: more than 20000 values"),
+    ({"redis": "A" * (state_codec.MAX_ENTRY + 4)}, r"too large: \d+ characters"),
+])
+def test_an_odd_entry_is_unreadable_with_a_message_never_a_crash(data: dict, message: str) -> None:
+    with pytest.raises(StateUnreadable, match=message):
+        parse(data, REF)
+
+
+def test_a_well_formed_record_reads_every_field() -> None:
+    entry = {**RECORD, "applied_at": "2024-01-01T00:00:00Z", "version": "3.4.1",
+             "inventory": [["v1", "ConfigMap", "kubesphere-system", "a"],
+                           ["rbac.authorization.k8s.io/v1", "ClusterRole", "", "system:kubesphere-router-clusterrole"]],
+             "intent": {"action": "upgrade", "hash": "h2", "started_at": "2024-01-02T00:00:00Z", "outcome": "failed"}}
+    record = parse({"redis": encode(entry)}, REF)[0]["redis"]
+    assert len(record.inventory) == 2 and record.intent.outcome == "failed"
+
+
+def test_a_forged_writer_is_quoted_in_the_downgrade_message() -> None:
+    with pytest.raises(StateTooNew) as caught:
+        parse({"_format": encode(FORMAT + 1), "_writer": encode("1.0\n[error] forged\x1b[31m")}, REF)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+    assert '"1.0\\n[error] forged\\u001b[31m"' in str(caught.value)
