@@ -92,15 +92,18 @@ local_tools() {  # base
 # The engine's Python dependencies as wheels for this Python (3.11 on glibc, as bookworm's), downloaded with this
 # machine's pip settings, so the build installs them without reaching PyPI itself.
 local_wheels() {
-  local dir deps
-  deps=$(python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))
+  local dir deps python=python3
+  [ -x .venv/bin/python ] && python=.venv/bin/python  # hack/env.sh's: it has pip
+  "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+    || { log "the wheels must be for Python 3.11, bookworm's: $python is not"; exit 1; }
+  deps=$("$python" -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))
 print("\n".join([*p["project"]["dependencies"], *p["build-system"]["requires"]]))')
   dir=$store/wheels/$(printf '%s\n' "$deps" | sha256sum | cut -c1-16)
   if [ ! -f "$dir/.complete" ]; then
     log "downloading the engine's wheels to $dir"
     mkdir -p "$dir"
     # shellcheck disable=SC2086
-    python3 -m pip download -q --only-binary=:all: --dest "$dir" $deps
+    "$python" -m pip download -q --only-binary=:all: --dest "$dir" $deps
     touch "$dir/.complete"
   fi
   echo "$dir"
