@@ -1,6 +1,6 @@
 """The installer's image has one name, installer/version.py's INSTALLER_IMAGE (this project's repository at the
-installer's version): the chart's defaults, deploy/kubesphere-installer.yaml and ``python -m installer images``
-name it, and none names upstream's installer image."""
+installer's version): the chart's defaults, deploy/kubesphere-installer.yaml, ``python -m installer images`` and
+README name it, and none names upstream's installer image."""
 
 from __future__ import annotations
 
@@ -30,10 +30,12 @@ def test_the_chart_defaults_to_the_name_and_version() -> None:
     assert f"{INSTALLER_IMAGE_REPOSITORY}:{INSTALLER_VERSION}" == INSTALLER_IMAGE
 
 
-def test_the_manifest_names_it() -> None:
+def test_the_manifest_and_readme_name_it() -> None:
     docs = {d["kind"]: d for d in yaml.safe_load_all((REPO / "deploy" / "kubesphere-installer.yaml").read_text())}
     (container,) = docs["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert container["image"] == INSTALLER_IMAGE
+    readme = (REPO / "README.md").read_text()
+    assert INSTALLER_IMAGE in readme and f"{UPSTREAM}:" not in readme
 
 
 def test_images_lists_it_with_the_mirror_settings(tmp_path: Path) -> None:
