@@ -13,7 +13,6 @@ capabilities. Nothing of the checkout is mounted: the installer's code is the im
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from simcluster import SimClusterError, free_ports, log_tail, pid_alive, spawn
+from simcluster import SimClusterError, free_ports, log_tail, spawn
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE_SH = REPO / "hack" / "image.sh"
@@ -125,9 +124,6 @@ class ContainerOperator:
         self.popen = spawn(self.argv(sa, self.listen_port), self.log_path)
         return self
 
-    def running(self) -> bool:
-        return self.popen is not None and pid_alive(self.popen.pid)
-
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")
@@ -166,8 +162,3 @@ def exec_in(name: str, *argv: str) -> str:
 def stop(name: str) -> None:
     """Stop the installer container as a pod is stopped (SIGTERM, then SIGKILL after 15 s)."""
     podman("rm", "-f", "-t", "15", name, check=False)
-
-
-def inspect(name: str) -> dict[str, Any]:
-    proc = podman("inspect", name, check=False)
-    return json.loads(proc.stdout)[0] if proc.returncode == 0 and proc.stdout.strip() else {}
