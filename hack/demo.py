@@ -7,6 +7,9 @@
             cluster-configuration unless a cc exists (your edits are kept), wait until a reconcile of the
             running shell-operator has finished on the cc's current spec and is Ready (or print what failed,
             from its status, and exit 1), print the welcome box and the cc.
+            With --image: the installer image instead of this checkout (hack/image.sh build, cached; podman
+            runs its entrypoint as the manifest's pod: the ServiceAccount's token, the container's env and volumes,
+            a read-only root; hack/container_operator.py); the welcome box is read inside the container.
             With --from-v341 (a new demo only): first make the cluster what ks-installer v3.4.1 left
             (hack/v341_cluster.py: the default platform with redis and OpenLDAP, events, auditing, logging and
             Gatekeeper, their Helm releases, upstream's cc status, the original's installer Deployment), then
@@ -44,7 +47,7 @@ SERVICE_ACCOUNT = ("kubesphere-system", "ks-installer")
 LEASE = "ks-installer"
 """The Lease in kubesphere-system that every full reconcile holds (installer.settings.LEASE_NAME)."""
 DEMO_ENTRIES = {"cluster", "kubesphere", "shell-operator", "shell-operator.pid", "installer.kubeconfig", "v341",
-                "v341.json"}
+                "v341.json", "serviceaccount"}
 #: What --from-v341 makes the original have installed (v341_cluster.Profile spec changes over the default cc).
 V341_SPEC = {"common__redis__enabled": True, "common__openldap__enabled": True,
              "events": {"enabled": True, "ruler": {"enabled": True, "replicas": 2}}, "auditing": {"enabled": True},
@@ -86,8 +89,15 @@ def operator_pid(root: Path) -> int | None:
     pid_file = root / "shell-operator.pid"
     if not pid_file.exists():
         return None
-    pid = json.loads(pid_file.read_text())["pid"]
-    return pid if pid_alive(pid, str(tool_path("shell-operator"))) else None
+    record = json.loads(pid_file.read_text())
+    pid = record["pid"]
+    return pid if pid_alive(pid, "podman" if record.get("container") else str(tool_path("shell-operator"))) else None
+
+
+def operator_container(root: Path) -> str | None:
+    """The name of the demo's installer container (``up --image``), if it was started that way."""
+    pid_file = root / "shell-operator.pid"
+    return json.loads(pid_file.read_text()).get("container") if pid_file.exists() else None
 
 
 def operator_started(root: Path) -> float:
@@ -107,12 +117,18 @@ def start_cluster(root: Path) -> SimCluster:
     return cluster
 
 
-def start_operator(cluster: SimCluster, root: Path) -> float:
-    """Start shell-operator unless it runs; return when the running one was started (epoch seconds)."""
+def start_operator(cluster: SimCluster, root: Path, image: str | None = None) -> float:
+    """Start shell-operator (in ``image`` when given) unless it runs; return when the running one was started
+    (epoch seconds)."""
     pid = operator_pid(root)
-    if pid is not None:
-        say(f"reusing shell-operator (pid {pid})")
+    if pid is not None and bool(operator_container(root)) == bool(image):
+        say(f"reusing shell-operator (pid {pid}" + (f", container {operator_container(root)})" if image else ")"))
         return operator_started(root)
+    if pid is not None:
+        raise SimClusterError("another kind of shell-operator runs (with or without --image): `hack/demo.sh down` "
+                              "first")
+    if image:
+        return start_container(cluster, root, image)
     kubeconfig = cluster.service_account_kubeconfig(*SERVICE_ACCOUNT, root / "installer.kubeconfig")
     operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=root / "shell-operator",
                              env={"KS_BASE_DIR": str(root / "kubesphere")},  # the image's /kubesphere
@@ -126,6 +142,27 @@ def start_operator(cluster: SimCluster, root: Path) -> float:
                                                          "started": started}))
     operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60, since=mark)
     say(f"shell-operator runs (pid {operator.popen.pid}), log: {operator.log_path}")
+    return started
+
+
+def start_container(cluster: SimCluster, root: Path, image: str) -> float:
+    """The installer image's entrypoint under the ks-installer ServiceAccount, as the manifest's pod."""
+    import base64
+
+    from container_operator import ContainerOperator
+
+    token = cluster.kubectl("create", "token", SERVICE_ACCOUNT[1], "-n", SERVICE_ACCOUNT[0],
+                            "--duration=24h").stdout.strip()
+    config = json.loads(cluster.kubectl("config", "view", "--raw", "-o", "json").stdout)
+    ca_pem = base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]).decode()
+    operator = ContainerOperator(image, cluster.server, token, ca_pem, root)
+    mark = operator.mark()
+    started = time.time()
+    operator.start()
+    assert operator.popen is not None
+    (root / "shell-operator.pid").write_text(json.dumps(operator.record(started)))
+    operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=120, since=mark)
+    say(f"shell-operator runs in container {operator.name} ({image}), log: {operator.log_path}")
     return started
 
 
@@ -197,8 +234,13 @@ def report_v341(cluster: SimCluster, root: Path) -> None:
         raise SimClusterError("the takeover deleted objects or restarted workloads")
 
 
-def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False) -> int:
+def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False, image: bool = False) -> int:
     root.mkdir(parents=True, exist_ok=True)
+    image_ref = None
+    if image:
+        from container_operator import build_image
+
+        image_ref = build_image(os.environ.get("KS_IMAGE_BASE", "auto"))
     cluster = start_cluster(root)
     if from_v341:
         build_v341(cluster, root)
@@ -211,7 +253,7 @@ def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False) ->
         say("kubectl apply -f deploy/kubesphere-installer.yaml")
         cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-    started = start_operator(cluster, root)
+    started = start_operator(cluster, root, image_ref)
     if cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", check=False).returncode == 0:
         say("keeping the existing cc/ks-installer (and your edits to it)")
     else:
@@ -224,7 +266,13 @@ def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False) ->
         print(cluster.kubectl("get", "cc", "-n", "kubesphere-system").stdout)
         return 1
     running = root / "kubesphere" / "playbooks" / "kubesphere_running"
-    print(running.read_text() if running.exists() else "(no kubesphere_running yet)")
+    if (container := operator_container(root)) is not None:
+        from container_operator import exec_in
+
+        say(f"podman exec {container} cat /kubesphere/playbooks/kubesphere_running")
+        print(exec_in(container, "cat", "/kubesphere/playbooks/kubesphere_running"))
+    else:
+        print(running.read_text() if running.exists() else "(no kubesphere_running yet)")
     print(cluster.kubectl("get", "cc", "-n", "kubesphere-system").stdout)
     print(cluster.kubectl("get", "deploy", "-n", "kubesphere-system").stdout)
     if from_v341:
@@ -282,10 +330,17 @@ def print_where(root: Path, cluster: SimCluster) -> None:
     print("kubectl edit cc ks-installer -n kubesphere-system      # change the spec; only affected modules run")
     print(f"pod log (shell-operator):  {root / 'shell-operator' / 'shell-operator.log'}")
     print(f"module logs:               {root / 'kubesphere' / 'results'}/<module>/stdout")
+    if (container := operator_container(root)) is not None:
+        print(f"the installer's container: hack/image.sh podman exec {container} ls /kubesphere/results  "
+              "(/kubesphere is that results dir's parent)")
 
 
 def down(root: Path) -> int:
     pid = operator_pid(root)
+    if (container := operator_container(root)) is not None:
+        from container_operator import stop
+
+        stop(container)
     if pid is not None:
         kill_tree(process_tree(pid))
     (root / "shell-operator.pid").unlink(missing_ok=True)
@@ -315,13 +370,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for Ready (up)")
     parser.add_argument("--helm", action="store_true",
                         help="install the installer with its Helm chart instead of kubectl apply (up)")
+    parser.add_argument("--image", action="store_true",
+                        help="run the installer image (hack/image.sh build) instead of this checkout's hooks (up)")
     parser.add_argument("--from-v341", action="store_true",
                         help="a new demo over a cluster that ks-installer v3.4.1 installed (up)")
     args = parser.parse_args(argv)
     root = state_dir()
     try:
         if args.command == "up":
-            return up(root, args.timeout, args.helm, args.from_v341)
+            return up(root, args.timeout, args.helm, args.from_v341, args.image)
         if args.command == "down":
             return down(root)
         return status(root)

@@ -9,8 +9,8 @@ reconcile  run one reconcile against the cluster in $KUBECONFIG (``--all`` re-ru
 state      show the installer's stored state (secrets redacted), or reset it, whole or one module's entry.
 uninstall  --all: remove every module (dependents first), then the installer's state and the cc, like
            upstream's kubesphere-delete.sh; PVCs and CRDs stay unless --purge.
-images     list the images the spec deploys (to mirror them before an air-gapped install), with the spec's
-           local_registry, namespace_override and zone applied; ``--upstream`` gives their public names.
+images     list the images the spec deploys and the installer's own (to mirror them before an air-gapped install),
+           with the spec's local_registry, namespace_override and zone applied; ``--upstream``: their public names.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from installer.reconcile import Reconciler, check_drift
 from installer.records import Record
 from installer.state import StateStore
 from installer.state_codec import decode
+from installer.version import INSTALLER_IMAGE
 
 
 class UsageError(Exception):
@@ -385,6 +386,17 @@ def images_for(spec: dict[str, Any], settings: Settings) -> dict[str, list[str]]
     return {name: [refs[k] for k in keys] for name, keys in wanted.items() if keys}
 
 
+#: The key of the installer's own image in ``images -o json`` (no module has that name).
+INSTALLER_IMAGE_KEY = "ks-installer"
+
+
+def installer_image(spec: dict[str, Any]) -> str:
+    """The installer's own image under the spec's ``local_registry``, ``namespace_override`` and ``zone``: a mirror
+    holds it beside the images it deploys."""
+    repo, _, tag = INSTALLER_IMAGE.rpartition(":")
+    return spec_refs(spec, {INSTALLER_IMAGE_KEY: {"repo": repo, "tag": tag}})[INSTALLER_IMAGE_KEY]
+
+
 def _images(args: argparse.Namespace, settings: Settings) -> int:
     if args.desired:
         prepared = _valid(_load_spec(args.desired), None, args.desired)
@@ -397,7 +409,7 @@ def _images(args: argparse.Namespace, settings: Settings) -> int:
     spec = prepared.spec
     if args.upstream:
         spec = {**spec, "local_registry": "", "namespace_override": "", "zone": ""}
-    by_module = images_for(spec, settings)
+    by_module = {INSTALLER_IMAGE_KEY: [installer_image(spec)], **images_for(spec, settings)}
     if args.output == "json":
         print(json.dumps(by_module, sort_keys=True))
     else:

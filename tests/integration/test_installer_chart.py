@@ -13,6 +13,7 @@ from kubernetes import client
 from simcluster import tool_path
 
 from installer.settings import NAMESPACE
+from installer.version import INSTALLER_IMAGE_REPOSITORY
 
 from .conftest import Installer
 
@@ -47,9 +48,9 @@ def test_chart_install_upgrade_and_uninstall(installer: Installer) -> None:
     assert installer.cc()["spec"] == {"logging": {"enabled": False}}
 
     helm(installer, "upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--reuse-values", "--wait", "--timeout", "120s",
-         "--set", "image.tag=v3.4.1-fix", "--set", "maxParallel=2")
+         "--set", "image.tag=3.4.1-fix", "--set", "maxParallel=2")
     container = deployment(installer).spec.template.spec.containers[0]
-    assert container.image == "kubesphere/ks-installer:v3.4.1-fix"
+    assert container.image == f"{INSTALLER_IMAGE_REPOSITORY}:3.4.1-fix"
     assert {e.name: e.value for e in container.env}["KS_MAX_PARALLEL"] == "2"
     history = json.loads(helm(installer, "history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert [h["status"] for h in history] == ["superseded", "deployed"]

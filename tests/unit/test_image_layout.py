@@ -1,7 +1,7 @@
 """The Dockerfile puts every piece where the hook, the engine and users expect it.
 
-The image cannot be built here (no container engine), so its paths are checked against the repo layout
-and against the settings the engine and the e2e tests use.
+Building the image takes minutes (tests/e2e/test_image.py builds and runs it), so its paths are checked here
+against the repo layout, the settings the engine uses and the manifest's volumes.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ def _copies() -> dict[str, str]:
 
 
 def _env() -> dict[str, str]:
-    return dict(re.findall(r"(\w+)=(\S+)", DOCKERFILE.split("\nENV ", 1)[1].split("\n\n")[0]))
+    """Every ``ENV`` of the final stage, later ones winning."""
+    final = DOCKERFILE.split("\nFROM ")[-1]
+    return {k: v for block in final.split("\nENV ")[1:] for k, v in re.findall(r"(\w+)=(\S+)", block.split("\n\n")[0])}
 
 
-def test_hooks_playbooks_and_roles_land_on_upstream_paths() -> None:
+def test_hooks_playbooks_and_roles_land_outside_what_the_installer_writes() -> None:
     copies = _copies()
     assert copies["hooks"] == "/hooks/"
-    assert copies["playbooks"] == "/kubesphere/playbooks/"
-    assert copies["roles"] == "/kubesphere/installer/roles/"
+    assert copies["playbooks"] == "/opt/ks-installer/playbooks/"
+    assert copies["roles"] == "/opt/ks-installer/roles/"
     for src in copies:
         assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
     assert (REPO / "hooks" / "kubesphere" / "installRunner.py").exists()
@@ -44,10 +46,11 @@ def test_image_env_matches_engine_settings(monkeypatch) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = Settings.from_env()
-    assert str(settings.playbooks_dir) == "/kubesphere/playbooks"
-    assert str(settings.roles_dir) == env["ANSIBLE_ROLES_PATH"] == "/kubesphere/installer/roles"
+    assert str(settings.playbooks_dir) == "/opt/ks-installer/playbooks"
+    assert str(settings.roles_dir) == env["ANSIBLE_ROLES_PATH"] == "/opt/ks-installer/roles"
     assert str(settings.results_dir) == "/kubesphere/results"
-    assert str(settings.running_file) == "/kubesphere/playbooks/kubesphere_running"
+    assert str(settings.running_file) == "/kubesphere/playbooks/kubesphere_running"  # where KubeKey reads it
+    assert env["SHELL_OPERATOR_TMP_DIR"].startswith("/tmp/") and env["DEBUG_UNIX_SOCKET"].startswith("/tmp/")
 
 
 def test_image_runs_shell_operator_as_non_root_with_pinned_tools() -> None:
@@ -67,3 +70,23 @@ def test_deployment_matches_image_and_upstream_contracts() -> None:
     crd = docs["CustomResourceDefinition"]
     assert crd["spec"]["names"]["shortNames"] == ["cc"]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+
+
+def test_what_the_installer_writes_is_a_volume_on_a_read_only_root(monkeypatch) -> None:
+    docs = {d["kind"]: d for d in yaml.safe_load_all((REPO / "deploy" / "kubesphere-installer.yaml").read_text())}
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    empty = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    mounts = [Path(m["mountPath"]) for m in container["volumeMounts"] if m["name"] in empty]
+    env = _env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings.from_env()
+    written = [settings.results_dir, settings.run_dir, settings.digest_cache.parent, settings.running_file.parent,
+               Path(env["SHELL_OPERATOR_TMP_DIR"]), Path(env["DEBUG_UNIX_SOCKET"]).parent, Path(env["HOME"]),
+               Path("/tmp")]
+    for path in written:
+        assert any(path.is_relative_to(m) for m in mounts), f"{path} is on the read-only root"
+    for code in (settings.playbooks_dir, settings.roles_dir, Path(env["SHELL_OPERATOR_HOOKS_DIR"])):
+        assert not any(code.is_relative_to(m) for m in mounts), f"a volume hides {code}"

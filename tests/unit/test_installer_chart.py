@@ -8,6 +8,8 @@ import installer_manifest
 import pytest
 import yaml
 
+from installer.version import INSTALLER_IMAGE
+
 pytestmark = pytest.mark.tools  # helm renders the chart
 
 
@@ -18,16 +20,18 @@ def objects(*helm_args: str) -> dict[str, dict[str, Any]]:
 
 def test_the_manifest_is_the_charts_default_rendering() -> None:
     assert installer_manifest.main(["--check"]) == 0
+    (container,) = objects()["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == INSTALLER_IMAGE
 
 
 def test_values_set_image_resources_scheduling_and_the_cc() -> None:
-    rendered = objects("--set", "image.repository=reg.local/kubesphere/ks-installer", "--set", "image.tag=v3.4.1-fix",
+    rendered = objects("--set", "image.repository=reg.local/mirror/ks-installer", "--set", "image.tag=3.4.1-fix",
                        "--set", "maxParallel=2", "--set", "resources.limits.memory=2Gi",
                        "--set", "nodeSelector.role=infra", "--set", "clusterConfiguration.create=true",
                        "--set", "clusterConfiguration.spec.logging.enabled=true", "--set", "namespace.create=false")
     pod = rendered["Deployment"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["image"] == "reg.local/kubesphere/ks-installer:v3.4.1-fix"
+    assert container["image"] == "reg.local/mirror/ks-installer:3.4.1-fix"
     assert {"name": "KS_MAX_PARALLEL", "value": "2"} in container["env"]
     assert container["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
     assert pod["nodeSelector"] == {"role": "infra"}
