@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from kubernetes import client
@@ -11,6 +12,9 @@ from kubernetes.client.exceptions import ApiException
 from installer.config.validate import loads_json
 from installer.kube import response_body
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
+from installer.status import unreconciled
+
+log = logging.getLogger("installer")
 
 
 class ClusterConfigurations:
@@ -64,6 +68,42 @@ class ClusterConfigurations:
                 f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}",
                 "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
                 auth_settings=["BearerToken"], _return_http_data_only=True)
+
+    def mark_unreconciled(self, cc: dict[str, Any]) -> None:
+        """Turn Ready Unknown at once when ``cc`` (as just read) says True for an older generation than its own
+        (:func:`installer.status.unreconciled`); ``cc``'s status is updated to match. A cc that changed since it
+        was read is read again."""
+        for _ in range(3):
+            patch = unreconciled(cc)
+            if patch is None:
+                return
+            if self.patch_status_at(patch, cc["metadata"]["resourceVersion"]):
+                cc["status"] = {**(cc.get("status") or {}), **patch}
+                log.info("Generation %s is not reconciled yet: Ready is Unknown until it is",
+                         cc["metadata"].get("generation"))
+                return
+            live = self.get()
+            if live is None:
+                return
+            cc.clear()
+            cc.update(live)
+
+    def patch_status_at(self, status: dict[str, Any], resource_version: str) -> bool:
+        """JSON-merge-patch ``.status`` only while the cc is at ``resource_version``; False if it moved on (a newer
+        edit, or any other write, since it was read)."""
+        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
+        try:
+            self.custom.api_client.call_api(
+                f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}/status",
+                "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
+                auth_settings=["BearerToken"], _return_http_data_only=True)
+        except ApiException as exc:
+            if exc.status == 409:
+                return False
+            if exc.status != 404:
+                raise
+            self.patch_status(status)  # no status subresource (an older CRD): unguarded, as every write there
+        return True
 
 
 CONTROL_PLANE_LABELS = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")

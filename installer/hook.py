@@ -189,6 +189,7 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
     if cc is None:
         log.info("ClusterConfiguration %s/%s not found; waiting for it", NAMESPACE, CC_NAME)
         return 0
+    ccs.mark_unreconciled(cc)  # first: READY must not say True for an edit not reconciled yet
     retry = (cc["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
     drift = None
     if retry is not None:

@@ -213,6 +213,7 @@ class Reconciler:
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
             return ReconcileResult()
+        self.ccs.mark_unreconciled(cc)
         SERVER.prefork()  # before the Lease's thread starts
         with Lease(self.api, on_lost=self.stop.set).held():
             return self._run(cc, force, drift)
@@ -242,7 +243,7 @@ class Reconciler:
                                remove_all=remove_all, purge_all=purge_all)
         report = RunReport(StatusWriter(self.ccs, cc.get("status")), CcEvents(self.api, cc), HookMetrics(),
                            self.settings.results_dir, cc["metadata"].get("generation"), planned.records,
-                           removing_all=remove_all)
+                           removing_all=remove_all, live=self.ccs)
         if planned.reason == STATE_UNREADABLE:
             report.stalled(STATE_UNREADABLE, f"{unreadable_state(planned)}; nothing was run or uninstalled. "
                            f"{REPAIR_STATE}")

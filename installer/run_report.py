@@ -6,6 +6,7 @@ timeline. It decides nothing and touches no module: the reconcile tells it what 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -21,12 +22,14 @@ from installer.plan import Action, Plan, Step
 from installer.records import Record
 from installer.retry import backoff_seconds
 from installer.runner import RunOutcome
-from installer.status import PHASES, Phase, StatusWriter
+from installer.status import PHASES, LiveCc, Phase, StatusWriter, pending_message
 
 log = logging.getLogger("installer")
 RULE = "*" * 50
 PROGRESS_INTERVAL = 2.0
 """Seconds between status patches that publish the running modules' current tasks."""
+GUARDED_ATTEMPTS = 5
+"""Reads of the cc for the final Ready True (each write is refused if the cc changed after its read)."""
 
 _VERB = {Action.INSTALL: "installing", Action.UPGRADE: "upgrading", Action.UNINSTALL: "uninstalling"}
 """``Start installing X`` is upstream's line; upgrades and uninstalls say what they do."""
@@ -75,6 +78,8 @@ class RunReport:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     drift: Mapping[str, list[str]] = field(default_factory=dict)
     """Modules whose drift this run repairs: a success clears their ``status.drift`` entry."""
+    live: LiveCc | None = None
+    """The cc as it is now: Ready True is written only while it is still at ``generation`` (None: unguarded)."""
 
     # Before anything runs.
     def stalled(self, reason: str, message: str, log_it: bool = True) -> None:
@@ -251,29 +256,56 @@ class RunReport:
             if step.action == Action.UNCHANGED and self.complete(step.module) and phase != Phase.INSTALLED:
                 self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None,
                                    nextRetryTime=None, message=step.note or None)
-        if failed or pending or leftover:
-            detail = "; ".join(p for p in (
-                f"failed: {', '.join(failed)}" if failed else "",
-                f"not installed: {', '.join(pending)}" if pending else "",
-                f"not uninstalled: {', '.join(leftover)}" if leftover else "") if p)
+        problems = "; ".join(p for p in (
+            f"failed: {', '.join(failed)}" if failed else "",
+            f"not installed: {', '.join(pending)}" if pending else "",
+            f"not uninstalled: {', '.join(leftover)}" if leftover else "") if p)
+        if problems:
             reason = "ModulesFailed" if failed else "Interrupted" if stopping else "ModulesPending"
-            self.status.condition("Ready", False, reason, detail, self.generation)
-            log.warning("Reconcile finished, not Ready: %s", detail)
-        else:
-            detail = f"{len(enabled)} modules installed: {', '.join(enabled)}"
-            self.status.condition("Ready", True, "Installed", detail, self.generation)
-            log.info("Reconcile finished, Ready: %s", detail)
+            self.status.condition("Ready", False, reason, problems, self.generation)
+            log.warning("Reconcile finished, not Ready: %s", problems)
         self.status.condition("Reconciling", False, "Done", "reconcile finished", self.generation)
         if not welcome_running:
             self._console_still_ready()
         self.status.update({"observedGeneration": self.generation, "modulesReady": self.modules_ready(),
                             "stateRevision": state_revision})
-        self.status.flush()
+        if problems:
+            self.status.flush()
+        else:
+            self._ready(f"{len(enabled)} modules installed: {', '.join(enabled)}")
         phases = Counter(m.get("phase") for m in (self.status.current.get("modules") or {}).values())
         self.metrics.phases(dict(phases), PHASES)
         self.metrics.write()
         if self.timeline:
             timeline.write(self.results_dir, self.generation, self.started_at, self.timeline)
+
+    def _ready(self, detail: str) -> None:
+        """Ready True for this run's generation, written only while the cc is still at it (a guarded patch): an edit
+        made while the run ran leaves Ready Unknown for the next reconcile, never True for a generation that was
+        not reconciled."""
+        live_cc = self.live
+        for _ in range(GUARDED_ATTEMPTS if live_cc is not None else 0):
+            assert live_cc is not None
+            live = live_cc.get()
+            if live is None:
+                break
+            meta = live.get("metadata") or {}
+            version = str(meta.get("resourceVersion"))
+            current = meta.get("generation")
+            if current != self.generation:
+                self.status.condition("Ready", None, "Pending", pending_message(current, self.generation, detail),
+                                      current)
+                self.status.flush()
+                log.info("Reconcile finished for generation %s (%s); generation %s is not reconciled yet, Ready "
+                         "Unknown", self.generation, detail, current)
+                return
+            self.status.condition("Ready", True, "Installed", detail, self.generation)
+            if self.status.flush_with(functools.partial(live_cc.patch_status_at, resource_version=version)):
+                log.info("Reconcile finished, Ready: %s", detail)
+                return
+        self.status.condition("Ready", True, "Installed", detail, self.generation)  # no cc to guard against
+        self.status.flush()
+        log.info("Reconcile finished, Ready: %s", detail)
 
     def _console_still_ready(self) -> None:
         """A reconcile that left the console modules alone keeps ConsoleReady, observed at this generation."""

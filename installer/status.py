@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from installer.spec import merge, nested
@@ -41,10 +42,42 @@ def enabled_time() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%Z")
 
 
+def unreconciled(cc: dict[str, Any]) -> dict[str, Any] | None:
+    """The status patch that turns Ready ``Unknown`` when it says True for an older generation than the cc's (an
+    edit the installer has not reconciled yet); None when Ready is not True or is about this generation.
+
+    kstatus' rule: Ready is True only when it was observed at ``metadata.generation``. The condition takes the
+    new generation (its readiness is what is unknown); ``status.observedGeneration`` stays at the one reconciled."""
+    generation = (cc.get("metadata") or {}).get("generation")
+    status = cc.get("status") or {}
+    ready = condition_of(status, "Ready")
+    if ready.get("status") != "True" or generation is None:
+        return None
+    if ready.get("observedGeneration", status.get("observedGeneration")) == generation:
+        return None
+    cond = {**ready, "status": "Unknown", "reason": "Pending", "observedGeneration": generation,
+            "message": pending_message(generation, ready.get("observedGeneration")),
+            "lastTransitionTime": now_rfc3339()}
+    return {"conditions": [cond if c.get("type") == "Ready" else c for c in status.get("conditions") or []]}
+
+
+def pending_message(generation: int, reconciled: int | None, detail: str = "") -> str:
+    """Ready's message while generation ``generation`` waits for its reconcile."""
+    was = f"; generation {reconciled}: {detail}" if detail else ""
+    return f"generation {generation} is not reconciled yet{was}"
+
+
 class StatusSink(Protocol):
     """Where status patches go: the cc through the API (installer.kube), or shell-operator's patch file."""
 
     def patch_status(self, status: dict[str, Any]) -> None: ...
+
+
+class LiveCc(Protocol):
+    """The cc as it is now, and a status patch that applies only while it still is (installer.cluster)."""
+
+    def get(self) -> dict[str, Any] | None: ...
+    def patch_status_at(self, status: dict[str, Any], resource_version: str) -> bool: ...
 
 
 class StatusWriter:
@@ -124,6 +157,18 @@ class StatusWriter:
             if pending:
                 self.ccs.patch_status(pending)
             self.flushed_at = time.monotonic()
+
+    def flush_with(self, write: Callable[[dict[str, Any]], bool]) -> bool:
+        """Flush through ``write``, which may refuse (False, e.g. the cc changed since it was read): then the
+        changes stay for the next flush."""
+        with self.lock:
+            pending, self.pending = self.pending, {}
+            if pending and not write(pending):
+                merge(pending, self.pending)
+                self.pending = pending
+                return False
+            self.flushed_at = time.monotonic()
+            return True
 
     def flush_every(self, seconds: float) -> None:
         """Flush if the last flush is ``seconds`` old: progress while playbooks run, one patch per interval."""

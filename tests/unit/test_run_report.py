@@ -199,3 +199,77 @@ def test_the_console_result_and_a_later_quiet_run_keep_console_ready(tmp_path: P
     later.finish({}, stopping=False, welcome_running=False, state_revision=None)
     assert sink2.condition("ConsoleReady")["observedGeneration"] == 8
     assert not (tmp_path / "results" / "timeline.json").exists()  # nothing ran: no timeline
+
+
+class LiveSink(Sink):
+    """A cc whose generation and resourceVersion move on as the test says; guarded patches are refused after."""
+
+    def __init__(self, generation: int) -> None:
+        super().__init__()
+        self.generation, self.version, self.refused = generation, 1, 0
+        self.edits_at_next_patch = 0
+
+    def get(self) -> dict[str, Any]:
+        return {"metadata": {"generation": self.generation, "resourceVersion": str(self.version)},
+                "status": copy.deepcopy(self.status)}
+
+    def patch_status(self, status: dict[str, Any]) -> None:
+        super().patch_status(status)
+        self.version += 1
+
+    def patch_status_at(self, status: dict[str, Any], resource_version: str) -> bool:
+        if self.edits_at_next_patch:  # an edit lands between the read and the write
+            self.edits_at_next_patch -= 1
+            self.generation += 1
+            self.version += 1
+        if resource_version != str(self.version):
+            self.refused += 1
+            return False
+        self.patch_status(status)
+        return True
+
+
+def _quiet_run(tmp_path: Path, live: LiveSink) -> RunReport:
+    records = _installed(_spec())
+    report = RunReport(StatusWriter(live, None), Events(), HookMetrics(str(tmp_path / "metrics")),
+                       tmp_path / "results", 7, records, clock=Clock(), live=live)
+    report.planned(_spec(), Plan(tuple(Step(n, Action.UNCHANGED, f"{n}-hash") for n in records)), {})
+    return report
+
+
+def test_ready_is_true_only_for_the_generation_the_cc_still_has(tmp_path: Path) -> None:
+    live = LiveSink(7)
+    _quiet_run(tmp_path, live).finish({}, stopping=False, welcome_running=False, state_revision=None)
+    assert (live.condition("Ready")["status"], live.condition("Ready")["observedGeneration"]) == ("True", 7)
+
+    # An edit (generation 8) waits while generation 7's reconcile finishes: Ready is not True for it.
+    live = LiveSink(8)
+    _quiet_run(tmp_path, live).finish({}, stopping=False, welcome_running=False, state_revision=None)
+    ready = live.condition("Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("Unknown", "Pending", 8)
+    assert ready["message"].startswith("generation 8 is not reconciled yet; generation 7: 4 modules installed")
+    assert live.status["observedGeneration"] == 7 and live.condition("Reconciling")["status"] == "False"
+
+    # The edit lands between the read and the write: the write is refused, the cc read again.
+    live = LiveSink(7)
+    live.edits_at_next_patch = 1
+    _quiet_run(tmp_path, live).finish({}, stopping=False, welcome_running=False, state_revision=None)
+    assert live.refused == 1 and (live.condition("Ready")["status"], live.generation) == ("Unknown", 8)
+    written = [c for p in live.patches for c in p.get("conditions", []) if c["type"] == "Ready"]
+    assert written and all(c["status"] != "True" for c in written)
+
+
+def test_an_edit_not_reconciled_turns_a_true_ready_unknown() -> None:
+    from installer.status import unreconciled
+
+    ready = {"type": "Ready", "status": "True", "reason": "Installed", "message": "4 modules installed",
+             "observedGeneration": 3, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    other = {"type": "Stalled", "status": "False", "observedGeneration": 3}
+    cc = {"metadata": {"generation": 4}, "status": {"observedGeneration": 3, "conditions": [other, ready]}}
+    (stalled, marked) = unreconciled(cc)["conditions"]  # type: ignore[index]
+    assert stalled == other
+    assert (marked["status"], marked["reason"], marked["observedGeneration"]) == ("Unknown", "Pending", 4)
+    assert marked["message"] == "generation 4 is not reconciled yet"
+    assert unreconciled({**cc, "metadata": {"generation": 3}}) is None  # Ready is about this generation
+    failed = {**ready, "status": "False"}
+    assert unreconciled({**cc, "status": {"conditions": [failed]}}) is None  # only a True turns
