@@ -328,6 +328,18 @@ class Manifests:
                 self._remove(obj, result, purge=False)
         return result
 
+    def prune(self, objects: list[Obj], kinds: Iterable[str] = (), timeout: int = 300) -> ApplyResult:
+        """Only the prune of :meth:`apply`, and before it: delete what the module owns of the kinds of ``objects``
+        (plus ``kinds``) that ``objects`` do not name, and wait until it is gone with its pods (foreground
+        deletion). For a workload that must never run beside the one replacing it (another Redis topology)."""
+        result = ApplyResult()
+        keep = {ident(o) for o in objects}
+        stale = self._owned(_kinds(objects, kinds), result, keep)
+        for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
+            self._remove(obj, result, purge=False, propagation="Foreground")
+        self._wait_gone([o for o in stale if ident(o) in result.deleted], timeout)
+        return result
+
     def _apply_one(self, res: Any, obj: Obj, body: Obj, maybe_adopted: bool, result: ApplyResult) -> Obj:
         """Server-side apply one object (``maybe_adopted``: it may be the original installer's, not yet labelled);
         returns it as applied.
@@ -480,7 +492,8 @@ class Manifests:
                     result.spared.append(f"{ident(obj)}: {why}")
         return out
 
-    def _remove(self, obj: Obj, result: ApplyResult, purge: bool, tenants: Iterable[str] = ()) -> None:
+    def _remove(self, obj: Obj, result: ApplyResult, purge: bool, tenants: Iterable[str] = (),
+                propagation: str = "Background") -> None:
         """Delete ``obj`` unless the deletion policy keeps it: PVCs, CRDs (deleting one deletes every object of
         its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
         if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
@@ -492,13 +505,13 @@ class Manifests:
         elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"], tenants)):
             result.kept.append(ident(obj) + f" (holds objects of {', '.join(others)})")
         else:
-            self._delete(obj, result)
+            self._delete(obj, result, propagation)
 
-    def _delete(self, obj: Obj, result: ApplyResult) -> None:
+    def _delete(self, obj: Obj, result: ApplyResult, propagation: str = "Background") -> None:
         res = self._resource(obj["apiVersion"], obj["kind"])
         try:
             res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
-                       body={"propagationPolicy": "Background"})
+                       body={"propagationPolicy": propagation})
             result.deleted.append(ident(obj))
             result.deleted_refs.append(ref_of(obj))
         except NotFoundError:

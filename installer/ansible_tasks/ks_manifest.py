@@ -16,6 +16,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "definition": {"type": "raw", "default": []},
     "prune": {"type": "bool", "default": True},
+    "apply": {"type": "bool", "default": True},
     "wait": {"type": "bool", "default": False},
     "wait_timeout": {"type": "int", "default": 600},
     "purge": {"type": "bool", "default": None},
@@ -29,7 +30,9 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
         objects = load_definitions(p["definition"])
         manifests = Manifests(api_client(), p["module"])
-        if p["state"] == "present":
+        if p["state"] == "present" and not p["apply"]:
+            result = manifests.prune(objects, kinds=p["kinds"], timeout=p["wait_timeout"])
+        elif p["state"] == "present":
             result = manifests.apply(objects, prune=p["prune"], kinds=p["kinds"])
             if p["wait"]:
                 manifests.wait_ready(objects, p["wait_timeout"])

@@ -11,6 +11,11 @@ options:
   state: {description: present applies (and prunes); absent deletes., type: str, default: present}
   definition: {description: Objects as a list or a multi-document YAML string., type: raw, default: []}
   prune: {description: Delete owned objects of the same kinds that are no longer rendered., type: bool}
+  apply:
+    description: False - apply nothing, only prune, and wait until the pruned objects are gone with their pods
+      (foreground deletion); before the apply of a workload that must never run beside the one it replaces.
+    type: bool
+    default: true
   kinds:
     description: More kinds (apiVersion/Kind) that prune (present) or delete (absent) looks at, whether or not
       the definition has objects of them.

@@ -1,14 +1,18 @@
 """The redis module (role redis) through the engine on the simulated cluster: install, the switch to HA with a
-new volume size, uninstall (the volumes and redis-secret stay) and the reinstall without HA."""
+new volume size, uninstall (the volumes and redis-secret stay) and the reinstall without HA; switching the
+topology either way never runs both."""
 
 from __future__ import annotations
 
 import base64
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from cluster_objects import delete_quietly
-from kubernetes import client
+from kubernetes import client, watch
 
 from .conftest import Installer, between_cleanups
 
@@ -101,3 +105,58 @@ def test_redis_install_ha_switch_uninstall_and_reinstall(redis: Installer) -> No
     assert pvcs(api)["redis-pvc"] == "2Gi"  # an existing volume keeps its size
     assert redis.status()["redis"]["status"] == "enabled"
     assert password(api) == (secret, version)
+
+
+SINGLE_PODS, HA_PODS = "app=redis,tier=database", "app in (redis-ha, redis-ha-haproxy)"
+
+
+@contextmanager
+def overlaps(api: client.ApiClient) -> Iterator[list[str]]:
+    """Each moment (a pod event) at which pods of both topologies existed, watched while the block runs."""
+    core = client.CoreV1Api(api)
+    found: list[str] = []
+    stop = threading.Event()
+    selector = "app in (redis, redis-ha, redis-ha-haproxy)"
+    start = core.list_namespaced_pod(NS, label_selector=selector)
+    pods = {p.metadata.name: p.metadata.labels for p in start.items}
+
+    def follow() -> None:
+        version = start.metadata.resource_version
+        while not stop.is_set():
+            for event in watch.Watch().stream(core.list_namespaced_pod, NS, label_selector=selector,
+                                              resource_version=version, timeout_seconds=1):
+                pod = event["object"]
+                version = pod.metadata.resource_version
+                if event["type"] == "DELETED":
+                    pods.pop(pod.metadata.name, None)
+                else:
+                    pods[pod.metadata.name] = pod.metadata.labels
+                single = [n for n, labels in pods.items() if labels.get("tier") == "database"]
+                ha = [n for n, labels in pods.items() if labels.get("app", "").startswith("redis-ha")]
+                if single and ha:
+                    found.append(f"{sorted(single)} beside {sorted(ha)}")
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    try:
+        yield found
+    finally:
+        time.sleep(0.5)
+        stop.set()
+        thread.join(timeout=10)
+
+
+def test_switching_the_topology_never_runs_both(redis: Installer) -> None:
+    core = client.CoreV1Api(redis.api)
+    redis.apply_cc(common__redis={"enabled": True, "enableHA": False})
+    assert "redis" in redis.reconcile_ok()
+    assert core.list_namespaced_pod(NS, label_selector=SINGLE_PODS).items
+    for ha, pods in ((True, HA_PODS), (False, SINGLE_PODS)):
+        redis.apply_cc(common__redis={"enabled": True, "enableHA": ha})
+        with overlaps(redis.api) as both:
+            assert redis.reconcile_ok() == ["redis"]
+        assert both == []
+        assert set(redis.module_objects()["redis"]) == _refs((HA if ha else SINGLE) | KEPT)
+        assert core.list_namespaced_pod(NS, label_selector=pods).items  # the new topology runs
+        other = SINGLE_PODS if ha else HA_PODS
+        assert core.list_namespaced_pod(NS, label_selector=other).items == []

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer.manifests import ApplyResult, Manifests, applied_by_installer, parse_kind
+from installer.manifests import ApplyResult, Manifests, applied_by_installer, ident, parse_kind
 from installer.settings import FIELD_MANAGER
 
 
@@ -31,7 +31,7 @@ def _manifests(served: dict[tuple[str, str], list[Any]]) -> tuple[Manifests, lis
         return SimpleNamespace(get=lambda label_selector: SimpleNamespace(items=items))
 
     m._resource = resource  # type: ignore[method-assign]
-    m._delete = lambda obj, result: deleted.append(f"{obj['kind']}/{obj['metadata']['name']}")  # type: ignore
+    m._delete = lambda obj, result, propagation="Background": deleted.append(f"{obj['kind']}/{obj['metadata']['name']}")  # type: ignore
     return m, deleted
 
 
@@ -70,3 +70,18 @@ def test_prune_keeps_crds() -> None:
     result = m.apply([], prune=True, kinds=["apiextensions.k8s.io/v1/CustomResourceDefinition"])
     assert deleted == []
     assert result.kept == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com"]
+
+
+def test_prune_alone_deletes_in_the_foreground_what_the_definition_does_not_name() -> None:
+    deployment, statefulset = ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")
+    m, _ = _manifests({deployment: [_item("redis", FIELD_MANAGER), _item("redis-ha-haproxy", FIELD_MANAGER)],
+                       statefulset: [_item("redis-ha-server", FIELD_MANAGER)]})
+    calls: list[tuple[str, str]] = []
+    m._delete = lambda obj, result, propagation="Background": calls.append(  # type: ignore[method-assign]
+        (obj["metadata"]["name"], propagation)) or result.deleted.append(ident(obj))
+    waited: list[str] = []
+    m._wait_gone = lambda objects, timeout: waited.extend(o["metadata"]["name"] for o in objects)  # type: ignore
+    wanted = [{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": "kube-system"}}
+              for kind, name in (("StatefulSet", "redis-ha-server"), ("Deployment", "redis-ha-haproxy"))]
+    m.prune(wanted, kinds=["apps/v1/Deployment"])
+    assert calls == [("redis", "Foreground")] and waited == ["redis"]
