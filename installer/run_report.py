@@ -268,7 +268,7 @@ class RunReport:
         if not welcome_running:
             self._console_still_ready()
         self.status.update({"observedGeneration": self.generation, "modulesReady": self.modules_ready(),
-                            "stateRevision": state_revision})
+                            "stateRevision": state_revision, "stateDigest": None})
         if problems:
             self.status.flush()
         else:

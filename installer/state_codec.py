@@ -4,6 +4,7 @@ from shell-operator's snapshot)."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 
@@ -36,6 +37,12 @@ class StateTooNew(StateUnreadable):
 
 def encode(value: Any) -> str:
     return base64.b64encode(json.dumps(value, sort_keys=True).encode()).decode()
+
+
+def data_digest(data: dict[str, str]) -> str:
+    """A digest of a state Secret's ``data`` (its base64 values as the API returns them): the hook's fast path,
+    which writes the Secret through shell-operator and cannot learn the resourceVersion it gets, records this."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 def decode(value: Any) -> Any:

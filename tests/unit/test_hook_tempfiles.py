@@ -4,6 +4,7 @@ hook's fast path decides from that result alone. A run's Ansible temp dirs stay 
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import shutil
@@ -199,3 +200,45 @@ def test_the_next_reconcile_removes_what_a_killed_run_left(tmp_path: Path) -> No
     (run_dir / "ks-core-abc" / "env" / "extravars").write_text("jwtSecret: !unsafe \"s3cr3t\"")
     clean_run_dirs(run_dir)
     assert list(run_dir.iterdir()) == [] and run_dir.stat().st_mode & 0o777 == 0o700
+
+
+@needs_jq
+def test_an_edit_no_module_reads_is_stored_through_the_patch_file(settings: Settings) -> None:
+    """Redis is off: its volume size is read by no module. The new spec goes to the state Secret and the status
+    records the digest of what the Secret then holds, so the next event is settled from the snapshots too."""
+    from installer.state_codec import FORMAT, data_digest
+
+    spec = _spec()
+    secret = _secret(settings, spec)
+    secret["data"] |= {"_format": encode(FORMAT), "_writer": encode("old")}
+    settings.running_file.parent.mkdir(parents=True)
+    settings.running_file.write_text("welcome")
+    cc = _cc(spec)
+    cc["spec"] = _with(cc["spec"], "common.redis.volumeSize", "5Gi")
+    edited = prepare(copy.deepcopy(cc["spec"]), spec, switch_paths()).spec
+    assert edited != spec
+
+    assert hook._settled(_contexts(cc, _jq(secret)), {hook.SPEC_BINDING})
+    patch_file = settings.base_dir / "patch.jsonl"
+    stored, status = (json.loads(line) for line in patch_file.read_text().splitlines())
+    assert (stored["kind"], stored["name"], stored["operation"]) == ("Secret", "ks-installer-state", "MergePatch")
+    assert json.loads(base64.b64decode(stored["mergePatch"]["data"]["_spec"])) == edited
+    data = secret["data"] | stored["mergePatch"]["data"]
+    assert status["mergePatch"]["status"]["stateDigest"] == data_digest(data)
+    assert status["mergePatch"]["status"]["observedGeneration"] == 2
+
+    # The next event: the Secret as shell-operator wrote it (a resourceVersion the status never saw).
+    after = {**secret, "data": data, "metadata": {**secret["metadata"], "resourceVersion": "4343"}}
+    cc["metadata"]["generation"] = 3
+    merge(cc["status"], status["mergePatch"]["status"])
+    patch_file.unlink()
+    assert hook._settled(_contexts(cc, _jq(after)), {hook.SPEC_BINDING})
+    (refresh,) = (json.loads(line) for line in patch_file.read_text().splitlines())
+    assert refresh["mergePatch"]["status"]["observedGeneration"] == 3 and "stateDigest" not in refresh["mergePatch"][
+        "status"]
+
+    # A credential no module reads is not written to shell-operator's files: the full path stores it.
+    patch_file.unlink()
+    cc["spec"] = _with(cc["spec"], "common.mysqlPassword", "s3cr3t-value")  # upstream's, read by none
+    assert not hook._settled(_contexts(cc, _jq(after)), {hook.SPEC_BINDING})
+    assert not patch_file.exists()
