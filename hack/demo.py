@@ -326,7 +326,8 @@ def problems(status: dict[str, Any]) -> list[str]:
 
 def print_where(root: Path, cluster: SimCluster) -> None:
     print(f"export KUBECONFIG={cluster.kubeconfig}")
-    print(f'export PATH="{cluster.bin_dir}:$PATH"')
+    print(f'export PATH="{cluster.bin_dir}:{REPO / ".venv" / "bin"}:$PATH" KS_BASE_DIR={root / "kubesphere"}'
+          "   # kubectl, python -m installer (as in the pod)")
     print("kubectl edit cc ks-installer -n kubesphere-system      # change the spec; only affected modules run")
     print(f"pod log (shell-operator):  {root / 'shell-operator' / 'shell-operator.log'}")
     print(f"module logs:               {root / 'kubesphere' / 'results'}/<module>/stdout")

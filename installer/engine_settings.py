@@ -23,6 +23,16 @@ def _source_dir(var: str, default: Path, repo_name: str) -> Path:
     return checkout if checkout.exists() else default
 
 
+def default_base_dir() -> Path:
+    """``/kubesphere`` in the image; from a checkout, the user's own ``$XDG_CACHE_HOME/ks-installer/kubesphere``
+    (``~/.cache/...``), so a local ``plan``, ``reconcile`` or ``uninstall`` writes nothing under ``/kubesphere``
+    unless ``KS_BASE_DIR`` says so."""
+    if not (_REPO / "playbooks").exists():
+        return Path("/kubesphere")
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "ks-installer" / "kubesphere"
+
+
 @dataclass(frozen=True)
 class Settings:
     base_dir: Path
@@ -49,7 +59,7 @@ class Settings:
 
     @classmethod
     def from_env(cls) -> Settings:
-        base = _path("KS_BASE_DIR", "/kubesphere")
+        base = _path("KS_BASE_DIR", str(default_base_dir()))
         return cls(
             base_dir=base,
             playbooks_dir=_source_dir("KS_PLAYBOOKS_DIR", base / "playbooks", "playbooks"),

@@ -298,8 +298,8 @@ def _rule_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
     if _role(spec) == "member" and not (auth.get("jwtSecret") if isinstance(auth, dict) else None):
         yield SpecError("authentication.jwtSecret",
                         "must be the host cluster's jwtSecret on a member cluster (its tokens are verified here "
-                        "with that key); on the host: kubectl -n kubesphere-system get secret kubesphere-secret "
-                        "-o jsonpath='{.data.secret}' | base64 -d")
+                        "with that key); on the host: kubectl -n kubesphere-system get cm kubesphere-config -o yaml "
+                        "| grep jwtSecret")
 
 
 #: clusterRole changes the installer cannot carry out in place (upstream kubesphere#4229).

@@ -90,3 +90,13 @@ def test_what_the_installer_writes_is_a_volume_on_a_read_only_root(monkeypatch) 
         assert any(path.is_relative_to(m) for m in mounts), f"{path} is on the read-only root"
     for code in (settings.playbooks_dir, settings.roles_dir, Path(env["SHELL_OPERATOR_HOOKS_DIR"])):
         assert not any(code.is_relative_to(m) for m in mounts), f"a volume hides {code}"
+
+
+def test_a_checkout_keeps_its_files_in_the_users_directory(monkeypatch, tmp_path: Path) -> None:
+    for name in ("KS_BASE_DIR", "KS_RESULTS_DIR", "KS_RUN_DIR", "KS_PLAYBOOKS_DIR", "KS_ROLES_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    settings = Settings.from_env()
+    base = tmp_path / "ks-installer" / "kubesphere"
+    assert (settings.base_dir, settings.results_dir, settings.run_dir) == (base, base / "results", base / "run")
+    assert settings.digest_cache.parent == base / "cache" and settings.playbooks_dir == REPO / "playbooks"
