@@ -26,7 +26,7 @@ from kubernetes import client
 from shelloperator import ShellOperator
 from simcluster import SimCluster
 
-from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
+from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE, STATE_SECRET
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +82,22 @@ class Session:
     def kubectl(self, *args: str) -> str:
         return self.cluster.kubectl(*args, timeout=RECONCILE_TIMEOUT + 30).stdout
 
+    def wait_idle(self, timeout: float = RECONCILE_TIMEOUT) -> None:
+        """Wait until no hook run is under way or queued (e.g. the cc's Added event after the synchronization run
+        that installed it), so that the next run is the one a change triggers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.operator.log_text()
+            started = log.count('"msg":"Execute hook"')
+            queued = [m.start() for m in re.finditer(r'"msg":"queue task".*"name":"HookRun', log)]
+            if started == log.count('"msg":"Hook executed successfully"') + log.count('"msg":"Hook failed') and \
+                    (not queued or queued[-1] < log.rfind('"msg":"Execute hook"')):
+                return
+            assert time.monotonic() < deadline, "shell-operator's queue did not drain"
+            time.sleep(0.5)
+
     def patch_spec(self, spec: dict[str, Any]) -> int:
+        self.wait_idle()
         mark = self.operator.mark()
         self.kubectl("patch", "cc", CC_NAME, "-n", NAMESPACE, "--type=merge", "-p", json.dumps({"spec": spec}))
         return mark
@@ -217,6 +232,28 @@ def test_edit_that_changes_no_input_runs_nothing(session: Session) -> None:
     assert not started(lines)
     assert resource_versions(session.api) == before
     assert session.wait_observed()["observedGeneration"] == generation + 1
+
+
+def stored_spec(session: Session) -> dict[str, Any]:
+    """The spec the installer's state Secret holds as the last accepted one."""
+    secret = client.CoreV1Api(session.api).read_namespaced_secret(STATE_SECRET, NAMESPACE)
+    return json.loads(base64.b64decode(secret.data["_spec"]))
+
+
+def test_edit_that_no_module_reads_is_stored_from_the_snapshots(session: Session) -> None:
+    before = resource_versions(session.api)
+    generation = session.cc()["metadata"]["generation"]
+    # Redis is off: its volume size is an input of the redis module only. The spec to store changes, nothing runs.
+    for step, size in enumerate(("7Gi", None), start=1):
+        mark = session.patch_spec({"common": {"redis": {"volumeSize": size}}})
+        lines = session.wait_reconciled(mark)
+        assert "No module reads what changed: the spec is stored, nothing runs" in lines, lines
+        assert "Settled from shell-operator's snapshots: no API call was needed" in lines
+        assert not started(lines)
+        assert stored_spec(session)["common"]["redis"]["volumeSize"] == (size or "2Gi")
+        ready = session.condition("Ready")
+        assert (ready["status"], ready["observedGeneration"]) == ("True", generation + step)
+    assert resource_versions(session.api) == before
 
 
 def annotate_retry(session: Session, value: str) -> list[str]:
