@@ -40,6 +40,13 @@ def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None
         assert re.search(r"ks-installer\s+True\s+False\s+4/4\s+Installed\s+v3\.4\.1", up.stdout), up.stdout
         assert f"export KUBECONFIG={state / 'cluster' / 'kubeconfig'}" in up.stdout
         assert (state / "kubesphere" / "results" / "ks-core" / "stdout").is_file()
+        # The README's commands as the demo prints them, from a shell without the project's environment.
+        exports = "\n".join(line for line in up.stdout.splitlines() if line.startswith("export "))
+        readme = subprocess.run(["bash", "-c", f"{exports}\ncd /\npython -m installer status && python -m installer "
+                                 "plan && kubectl get cc -n kubesphere-system"], capture_output=True, text=True,
+                                timeout=300, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, check=False)
+        assert readme.returncode == 0, readme.stderr[-3000:]
+        assert "Ready: True" in readme.stdout and "unchanged: " in readme.stdout, readme.stdout
         pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
         pids += [r["pid"] for r in json.loads((state / "cluster" / "pids.json").read_text())]
         again = demo("up", state)  # idempotent: reuses what runs
