@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
-from simcluster import SimClusterError, free_ports, log_tail, spawn
+from shelloperator import LogFollower
+from simcluster import SimClusterError, free_ports, spawn
 
 REPO = Path(__file__).resolve().parents[1]
 IMAGE_SH = REPO / "hack" / "image.sh"
@@ -56,7 +56,7 @@ def deployment_container() -> dict[str, Any]:
     return {**container, "volumes": pod["volumes"]}
 
 
-class ContainerOperator:
+class ContainerOperator(LogFollower):
     """``podman run`` of the installer image in the foreground of a detached podman client, its output (the pod's
     log: shell-operator's JSON lines) appended to ``log_path``."""
 
@@ -65,6 +65,7 @@ class ContainerOperator:
         self.root = root
         self.name = "ks-demo-" + re.sub(r"[^a-z0-9]+", "-", str(root.resolve()).lower()).strip("-")[-40:]
         self.popen: subprocess.Popen[bytes] | None = None
+        self.what, self.poll_seconds = "the installer container", 0.5
 
     @property
     def log_path(self) -> Path:
@@ -123,30 +124,6 @@ class ContainerOperator:
         self.listen_port = free_ports(1)[0]
         self.popen = spawn(self.argv(sa, self.listen_port), self.log_path)
         return self
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def mark(self) -> int:
-        return len(self.log_text())
-
-    def wait_for_log(self, pattern: str, timeout: float = 120, since: int = 0) -> re.Match[str]:
-        regex = re.compile(pattern, re.MULTILINE)
-        deadline = time.monotonic() + timeout
-        while True:
-            match = regex.search(self.log_text(), since)
-            if match:
-                return match
-            if self.popen is not None and self.popen.poll() is not None:
-                raise SimClusterError(f"the installer container exited ({self.popen.returncode}) before logging "
-                                      f"/{pattern}/:\n{log_tail(self.log_path)}")
-            if time.monotonic() > deadline:
-                raise SimClusterError(f"timed out after {timeout:.0f}s waiting for /{pattern}/ in "
-                                      f"{self.log_path}:\n{log_tail(self.log_path)}")
-            time.sleep(0.5)
 
     def record(self, started: float) -> dict[str, Any]:
         assert self.popen is not None

@@ -25,7 +25,46 @@ from pathlib import Path
 from simcluster import SimClusterError, free_ports, kill_tree, log_tail, process_tree, spawn, tool_path
 
 
-class ShellOperator:
+class LogFollower:
+    """A process whose log a test or the demo waits on: ``log_path``, ``popen`` and ``what`` (for messages)."""
+
+    what = "the process"
+    poll_seconds = 0.2
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def mark(self) -> int:
+        """Current log size, to wait for lines written after this point."""
+        return len(self.log_text())
+
+    def wait_for_log(self, pattern: str, timeout: float = 60, since: int = 0) -> re.Match[str]:
+        """Wait until ``pattern`` (regex, multiline) matches the log after offset ``since``."""
+        regex = re.compile(pattern, re.MULTILINE)
+        deadline = time.monotonic() + timeout
+        while True:
+            match = regex.search(self.log_text(), since)
+            if match:
+                return match
+            if not self.running():
+                code = self.popen.returncode if self.popen else None
+                raise SimClusterError(f"{self.what} exited ({code}) before logging /{pattern}/:\n"
+                                      f"{log_tail(self.log_path)}")
+            if time.monotonic() > deadline:
+                raise SimClusterError(f"timed out after {timeout:.0f}s waiting for /{pattern}/ in "
+                                      f"{self.log_path}:\n{log_tail(self.log_path)}")
+            time.sleep(self.poll_seconds)
+
+
+class ShellOperator(LogFollower):
     """``shell-operator start`` with every listener on loopback and its state in a private work dir."""
 
     def __init__(self, kubeconfig: Path | str, hooks_dir: Path | str, *, work_dir: Path | str | None = None,
@@ -46,6 +85,7 @@ class ShellOperator:
         self.die_with_parent = die_with_parent
         self.port = 0
         self.popen: subprocess.Popen[bytes] | None = None
+        self.what = "shell-operator"
 
     @property
     def log_path(self) -> Path:
@@ -86,36 +126,6 @@ class ShellOperator:
                            die_with_parent=self.die_with_parent)
         atexit.register(self.stop)
         return self
-
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def mark(self) -> int:
-        """Current log size, to wait for lines written after this point."""
-        return len(self.log_text())
-
-    def wait_for_log(self, pattern: str, timeout: float = 60, since: int = 0) -> re.Match[str]:
-        """Wait until ``pattern`` (regex, multiline) matches the log after offset ``since``."""
-        regex = re.compile(pattern, re.MULTILINE)
-        deadline = time.monotonic() + timeout
-        while True:
-            match = regex.search(self.log_text(), since)
-            if match:
-                return match
-            if not self.running():
-                code = self.popen.returncode if self.popen else None
-                raise SimClusterError(f"shell-operator exited ({code}) before logging /{pattern}/:\n"
-                                      f"{log_tail(self.log_path)}")
-            if time.monotonic() > deadline:
-                raise SimClusterError(f"timed out after {timeout:.0f}s waiting for /{pattern}/ in "
-                                      f"{self.log_path}:\n{log_tail(self.log_path)}")
-            time.sleep(0.2)
 
     def stop(self, timeout: float = 15) -> None:
         """Stop as a pod does: SIGTERM to shell-operator only, then after ``timeout`` SIGKILL to everything it

@@ -54,20 +54,19 @@ class ClusterConfigurations:
 
     def patch_status(self, status: dict[str, Any]) -> None:
         """JSON-merge-patch ``.status`` (null values delete keys)."""
-        body = {"status": status}
         try:
-            self.custom.api_client.call_api(
-                f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}/status",
-                "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
-                auth_settings=["BearerToken"], _return_http_data_only=True)
+            self._merge_patch("/status", {"status": status})
         except ApiException as exc:
             if exc.status != 404:
                 raise
             # No status subresource (older CRD): patch the main resource like upstream tools did.
-            self.custom.api_client.call_api(
-                f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}",
-                "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
-                auth_settings=["BearerToken"], _return_http_data_only=True)
+            self._merge_patch("", {"status": status})
+
+    def _merge_patch(self, subresource: str, body: dict[str, Any]) -> None:
+        self.custom.api_client.call_api(
+            f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}{subresource}",
+            "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
+            auth_settings=["BearerToken"], _return_http_data_only=True)
 
     def mark_unreconciled(self, cc: dict[str, Any]) -> None:
         """Turn Ready Unknown at once when ``cc`` (as just read) says True for an older generation than its own
@@ -91,12 +90,8 @@ class ClusterConfigurations:
     def patch_status_at(self, status: dict[str, Any], resource_version: str) -> bool:
         """JSON-merge-patch ``.status`` only while the cc is at ``resource_version``; False if it moved on (a newer
         edit, or any other write, since it was read)."""
-        body = {"metadata": {"resourceVersion": resource_version}, "status": status}
         try:
-            self.custom.api_client.call_api(
-                f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}/status",
-                "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
-                auth_settings=["BearerToken"], _return_http_data_only=True)
+            self._merge_patch("/status", {"metadata": {"resourceVersion": resource_version}, "status": status})
         except ApiException as exc:
             if exc.status == 409:
                 return False
