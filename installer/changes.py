@@ -36,23 +36,25 @@ def _dotted(parts: list[Any]) -> str:
     return out
 
 
-def _differences(old: Any, new: Any, path: list[Any]) -> Iterator[tuple[list[Any], Any, Any]]:
-    """``(path, before, after)`` of every leaf that differs (a key only on one side: ``UNSET`` on the other); lists of
-    the same length are compared item by item, others as a whole."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(old.keys() | new.keys(), key=str):
-            yield from _differences(old.get(key, UNSET), new.get(key, UNSET), [*path, key])
-    elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        for index, (before, after) in enumerate(zip(old, new, strict=True)):
-            yield from _differences(before, after, [*path, index])
-    elif type(old) is not type(new) or old != new:
-        yield path, old, new
+def _differences(old: Any, new: Any) -> Iterator[tuple[list[Any], Any, Any]]:
+    """``(path, before, after)`` of every value that differs, by deepdiff (a key or list item only on one side:
+    ``UNSET`` on the other; a list that grew or shrank reports the items added or removed). deepdiff is imported
+    here, when a change is explained, so the no-op path never loads it."""
+    from deepdiff import DeepDiff
+    from deepdiff.helper import NotPresent
+
+    def value(v: Any) -> Any:
+        return UNSET if isinstance(v, NotPresent) else v
+
+    for levels in DeepDiff(old, new, view="tree", verbose_level=2).values():
+        for level in levels:
+            yield level.path(output_format="list"), value(level.t1), value(level.t2)
 
 
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``["common.redis.enabled: false -> true", ...]`` for every leaf that differs."""
     lines = []
-    for parts, before_value, after_value in _differences(old, new, []):
+    for parts, before_value, after_value in _differences(old, new):
         path = _dotted(parts)
         before, after = _fmt(before_value, path), _fmt(after_value, path)
         if is_secret(path):  # a section's credentials are redacted inside it by _fmt

@@ -113,3 +113,19 @@ def test_printed_manifests_hide_credential_fields_and_env_values() -> None:
     shown = redacted_manifest(deployment)
     assert "canary" not in str(shown) and "plain" in str(shown)
     assert shown["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_list_items_added_or_removed_are_named_one_by_one() -> None:
+    """A list that grew or shrank reports the items added or removed, not the whole list (deepdiff)."""
+    def gateways(*names: str) -> dict:
+        return {"servicemesh": {"istio": {"components": {"ingressGateways": [
+            {"name": n, "enabled": True} for n in names]}}}}
+
+    assert describe_changes(gateways("a"), gateways("a", "b")) == [
+        'servicemesh.istio.components.ingressGateways[1]: <unset> -> {"enabled": true, "name": "b"}']
+    assert describe_changes(gateways("a", "b"), gateways("a")) == [
+        'servicemesh.istio.components.ingressGateways[1]: {"enabled": true, "name": "b"} -> <unset>']
+
+
+def test_a_type_change_is_one_line() -> None:
+    assert describe_changes({"etcd": {"port": 2379}}, {"etcd": {"port": "2379"}}) == ['etcd.port: 2379 -> "2379"']
