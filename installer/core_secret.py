@@ -24,7 +24,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.adoption import take_over
+from installer.adoption import LAST_APPLIED, take_over
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "kubesphere-secret"
@@ -124,10 +124,10 @@ def ensure_core_secret(api: client.ApiClient, namespace: str, module: str, jwt_s
         outcome.created.append(f"Secret/{namespace}/{SECRET_NAME}")
     current = {k: base64.b64decode(v).decode() for k, v in ((live or {}).get("data") or {}).items()}
     try:
-        users.get(name=ADMIN)
-        admin_exists = True
+        admin = users.get(name=ADMIN).to_dict()
     except NotFoundError:
-        admin_exists = False
+        admin = None
+    admin_exists = admin is not None
 
     data = desired_data(current, jwt_secret, admin_password, admin_exists)
     outcome.changed_keys = sorted(k for k in data if current.get(k) != data[k]) if live else []
@@ -141,8 +141,24 @@ def ensure_core_secret(api: client.ApiClient, namespace: str, module: str, jwt_s
         secrets_api.server_side_apply(body=body, name=SECRET_NAME, namespace=namespace,
                                       field_manager=FIELD_MANAGER, force_conflicts=True)
 
-    if not admin_exists:
+    if admin is None:
         password = data.get("initAdminPassword", DEFAULT_PASSWORD)
         users.create(body=admin_user(password, labels), field_manager=FIELD_MANAGER)
         outcome.created.append(f"User/{ADMIN}")
+    elif not labels.items() <= ((admin["metadata"].get("labels") or {}).items()):
+        adopt_admin(users, admin, labels)
     return outcome
+
+
+def adopt_admin(users: Any, admin: dict[str, Any], labels: dict[str, str]) -> None:
+    """Take over the admin ``User`` the original made (its chart ks-core, or kubectl): its fields move to the
+    installer, which applies it as it is (password, e-mail, state kept) with the module's labels, without what only
+    the original's tools wrote (Helm's release annotations, kubectl's last-applied copy)."""
+    meta = admin["metadata"]
+    take_over(users, meta, USER_API)
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k != LAST_APPLIED and not k.startswith("meta.helm.sh/")}
+    body = {k: v for k, v in admin.items() if k not in ("metadata", "apiVersion", "kind")}
+    body.update({"apiVersion": USER_API, "kind": "User", "metadata": {
+        "name": ADMIN, "labels": {**(meta.get("labels") or {}), **labels}, "annotations": annotations}})
+    users.server_side_apply(body=body, name=ADMIN, field_manager=FIELD_MANAGER, force_conflicts=True)

@@ -134,7 +134,7 @@ def previewed(installer: Installer, made: V341Cluster) -> None:
 
 
 def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profile = DEFAULT,
-              preview: bool = False) -> Takeover:
+              preview: bool = False, may_restart: frozenset[str] = frozenset()) -> Takeover:
     """Build the v3.4.1 cluster for ``profile``, (``preview``: ``plan --objects`` first,) run the first reconcile and
     check the takeover: Ready, every enabled module recorded, nothing deleted, no pod restarted, the original's
     managers' fields moved and pruned, its releases retired (the unknown one left), the leftovers listed. Returns the
@@ -169,7 +169,11 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     assert deleted(api, made) == []
     after = revisions(api, made)
     result.restarted = restarted(workloads, after)
-    assert result.restarted == [], {k: (workloads[k], after[k]) for k in result.restarted}
+    unexpected = [k for k in result.restarted if k not in may_restart]
+    assert unexpected == [], {k: (workloads[k], after[k]) for k in unexpected}
+    # A workload that rolls, rolls once (one new ReplicaSet / ControllerRevision): no module rolls it again.
+    rolls = {k: len(set(after[k][1]) - set(workloads[k][1])) for k in result.restarted}
+    assert all(n == 1 for n in rolls.values()), rolls
 
     # Adopted objects (what each module's run applied, and its generated Secrets): labelled, the original's
     # managers' fields moved to the installer and pruned. What a module leaves to the cluster stays as it was
@@ -235,18 +239,21 @@ def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, Sim
     print("\n" + result.table())
 
 
+#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
+#: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
+#: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
+#: kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.
+UPSTREAM_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
+                            "Deployment/kubesphere-system/ks-controller-manager"})
+
+
 @pytest.mark.slow(reason="applies upstream's ~300 objects of the default platform with kubectl and helm, then the "
                         "first reconcile (no render)")
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 39 items 2-3, on upstream's own objects: openldap fails (its StatefulSet's env LDAP_*_PASSWORD has "
-    "`value` upstream, `valueFrom` here: the server-side apply keeps both), so ks-core and ks-config stay blocked "
-    "and releases ks-core and ks-openldap stay; node-exporter (renamed filesystem flags), kube-state-metrics and "
-    "prometheus-operator (default-container annotation, `affinity: {}`, the version label's 'v') roll"))
 def test_first_reconcile_takes_over_upstreams_own_v341_objects(cluster: tuple[Installer, SimCluster],
                                                                 tmp_path: Path) -> None:
     """Over the default platform as upstream v3.4.1 itself rendered and applied it (tests/parity/upstream-v341)."""
     installer, sim_cluster = cluster
-    result = take_over(installer, sim_cluster, tmp_path, DEFAULT)
+    result = take_over(installer, sim_cluster, tmp_path, DEFAULT, may_restart=UPSTREAM_ROLLS)
     assert result.made.modules == set(PLATFORM) | {"redis", "openldap"}
     print("\n" + result.table())
 

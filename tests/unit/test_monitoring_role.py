@@ -361,13 +361,15 @@ def test_exporters(rendered: dict[str, Objects]) -> None:
         "--web.listen-address", "--path.procfs", "--path.sysfs", "--path.rootfs", "--no-collector.wifi",
         "--no-collector.hwmon", "--collector.filesystem.ignored-mount-points",
         "--collector.filesystem.ignored-fs-types"]
-    # Upstream's pod templates (templates/*-deployment.yaml.j2 of roles/ks-monitor at v3.4.1): `affinity: {}`, the
-    # default-container annotation only on prometheus-operator, whose version label keeps the tag's "v".
+    # Upstream's pod templates (templates/*-deployment.yaml.j2 and node-exporter's DaemonSet of roles/ks-monitor at
+    # v3.4.1): `affinity: {}`, the default-container annotation only on prometheus-operator, whose version label keeps
+    # the tag's "v".
     for name in ("kube-state-metrics", "prometheus-operator"):
         assert pod(objects, "Deployment", name)["affinity"] == {}
     ksm_template = find(objects, "Deployment", "kube-state-metrics")["spec"]["template"]["metadata"]
     operator_template = find(objects, "Deployment", "prometheus-operator")["spec"]["template"]["metadata"]
     assert "annotations" not in ksm_template
+    assert "annotations" not in find(objects, "DaemonSet", "node-exporter")["spec"]["template"]["metadata"]
     assert operator_template["annotations"] == {"kubectl.kubernetes.io/default-container": "prometheus-operator"}
     assert operator_template["labels"]["app.kubernetes.io/version"].startswith("v")
     assert not find(objects, "Deployment", "prometheus-operator")["metadata"]["labels"][
