@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from kubernetes import client
@@ -12,9 +11,6 @@ from kubernetes.client.exceptions import ApiException
 from installer.config.validate import loads_json
 from installer.kube import response_body
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
-from installer.status import unreconciled
-
-log = logging.getLogger("installer")
 
 
 class ClusterConfigurations:
@@ -67,25 +63,6 @@ class ClusterConfigurations:
             f"/apis/{CC_GROUP}/{CC_VERSION}/namespaces/{self.namespace}/{CC_PLURAL}/{self.name}{subresource}",
             "PATCH", body=body, header_params={"Content-Type": "application/merge-patch+json"},
             auth_settings=["BearerToken"], _return_http_data_only=True)
-
-    def mark_unreconciled(self, cc: dict[str, Any]) -> None:
-        """Turn Ready Unknown at once when ``cc`` (as just read) says True for an older generation than its own
-        (:func:`installer.status.unreconciled`); ``cc``'s status is updated to match. A cc that changed since it
-        was read is read again."""
-        for _ in range(3):
-            patch = unreconciled(cc)
-            if patch is None:
-                return
-            if self.patch_status_at(patch, cc["metadata"]["resourceVersion"]):
-                cc["status"] = {**(cc.get("status") or {}), **patch}
-                log.info("Generation %s is not reconciled yet: Ready is Unknown until it is",
-                         cc["metadata"].get("generation"))
-                return
-            live = self.get()
-            if live is None:
-                return
-            cc.clear()
-            cc.update(live)
 
     def patch_status_at(self, status: dict[str, Any], resource_version: str) -> bool:
         """JSON-merge-patch ``.status`` only while the cc is at ``resource_version``; False if it moved on (a newer

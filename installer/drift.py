@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer.hooklog import escaped
+from installer.escape import escaped
 from installer.manifests import Ref
 from installer.records import Record
 from installer.settings import FIELD_MANAGER, MODULE_LABEL

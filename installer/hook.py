@@ -20,6 +20,7 @@ from typing import Any
 
 from installer import hooklog
 from installer.engine_settings import Settings
+from installer.escape import escaped
 from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
 
 log = logging.getLogger("installer")
@@ -181,6 +182,7 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
     from installer.kube import api_client
     from installer.reconcile import Reconciler, check_drift
     from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
+    from installer.status import mark_unreconciled
 
     settings = Settings.from_env()
     api = api_client()
@@ -189,13 +191,13 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
     if cc is None:
         log.info("ClusterConfiguration %s/%s not found; waiting for it", NAMESPACE, CC_NAME)
         return 0
-    ccs.mark_unreconciled(cc)  # first: READY must not say True for an edit not reconciled yet
+    mark_unreconciled(ccs, cc)  # first: READY must not say True for an edit not reconciled yet
     retry = (cc["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
     drift = None
     if retry is not None:
         # Handled once: removing it lets the same command work again next time.
         ccs.remove_annotation(RETRY_ANNOTATION)
-        log.info("Retry requested (%s=%s)", RETRY_ANNOTATION, hooklog.escaped(retry))
+        log.info("Retry requested (%s=%s)", RETRY_ANNOTATION, escaped(retry))
         drift = check_drift(api)
     elif triggers and triggers <= {RETRY_BINDING}:
         return 0  # the annotation was removed: nothing was asked

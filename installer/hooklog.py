@@ -56,14 +56,6 @@ def wait_read(stream: IO[str], timeout: float = 1.0) -> None:
         time.sleep(0.002)
 
 
-def escaped(value: object, limit: int = 200) -> str:
-    """A value someone else wrote (an annotation, a name in the state or a Lease), as a log line may show it: at most
-    ``limit`` characters, newlines, terminal escapes and bidi controls written as escapes (it cannot forge a line)."""
-    text = str(value)
-    shown = "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text[:limit])
-    return shown + ("..." if len(text) > limit else "")
-
-
 def proxied() -> bool:
     return os.environ.get(PROXY_ENV, "").lower() in ("1", "true")
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.hooklog import escaped
+from installer.escape import escaped
 from installer.settings import LEASE_NAME, NAMESPACE
 
 log = logging.getLogger("installer")

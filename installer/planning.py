@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from installer.config import Prepared, SpecError, prepare
-from installer.hooklog import escaped
+from installer.escape import escaped
 from installer.modules import MODULES, switch_paths
 from installer.plan import FilesDigest, Plan, applied_spec, build_plan
 from installer.records import Record

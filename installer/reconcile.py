@@ -41,7 +41,7 @@ from installer.runner import PlaybookRunner, RunOutcome, clean_run_dirs
 from installer.settings import NAMESPACE, PURGE_ANNOTATION
 from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
-from installer.status import StatusWriter, now_rfc3339
+from installer.status import StatusWriter, mark_unreconciled, now_rfc3339
 from installer.version import INSTALLER_VERSION
 from installer.welcome import CORE_PHASE, WelcomeStep
 
@@ -213,7 +213,7 @@ class Reconciler:
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
             return ReconcileResult()
-        self.ccs.mark_unreconciled(cc)
+        mark_unreconciled(self.ccs, cc)
         SERVER.prefork()  # before the Lease's thread starts
         with Lease(self.api, on_lost=self.stop.set).held():
             return self._run(cc, force, drift)

@@ -23,8 +23,8 @@ import yaml
 
 from installer.ansible_tasks import WARNINGS_KEY
 from installer.engine_settings import Settings
+from installer.escape import escaped
 from installer.forkserver import SERVER
-from installer.hooklog import escaped
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_spared
 from installer.modules import get_module
 from installer.ownership import RECORDED_ENV

@@ -5,12 +5,15 @@ Thread-safe: the reconcile and its welcome step share one writer."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from installer.spec import merge, nested
+
+log = logging.getLogger("installer")
 
 
 class Phase:
@@ -59,6 +62,34 @@ def unreconciled(cc: dict[str, Any]) -> dict[str, Any] | None:
             "message": pending_message(generation, ready.get("observedGeneration")),
             "lastTransitionTime": now_rfc3339()}
     return {"conditions": [cond if c.get("type") == "Ready" else c for c in status.get("conditions") or []]}
+
+
+class GuardedCc(Protocol):
+    """The cc as :class:`installer.cluster.ClusterConfigurations` reads and guards it."""
+
+    def get(self) -> dict[str, Any] | None: ...
+
+    def patch_status_at(self, status: dict[str, Any], resource_version: str) -> bool: ...
+
+
+def mark_unreconciled(ccs: GuardedCc, cc: dict[str, Any]) -> None:
+    """Turn Ready Unknown at once when ``cc`` (as just read) says True for an older generation than its own
+    (:func:`unreconciled`); ``cc``'s status is updated to match. A cc that changed since it was read is read
+    again."""
+    for _ in range(3):
+        patch = unreconciled(cc)
+        if patch is None:
+            return
+        if ccs.patch_status_at(patch, cc["metadata"]["resourceVersion"]):
+            cc["status"] = {**(cc.get("status") or {}), **patch}
+            log.info("Generation %s is not reconciled yet: Ready is Unknown until it is",
+                     cc["metadata"].get("generation"))
+            return
+        live = ccs.get()
+        if live is None:
+            return
+        cc.clear()
+        cc.update(live)
 
 
 def pending_message(generation: int, reconciled: int | None, detail: str = "") -> str:

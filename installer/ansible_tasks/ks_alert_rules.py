@@ -13,7 +13,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, ResourceNotFoundError
 
 from installer.ansible_tasks import WARNINGS_KEY, TaskFailed
-from installer.hooklog import escaped
+from installer.escape import escaped
 from installer.kube import api_client
 from installer.manifests import api_reason
 

@@ -149,13 +149,13 @@ ANSIBLE_SIDE = {
     "ansible_tasks/ks_alert_rules.py",
     "ansible_tasks/ks_core_secret.py", "ansible_tasks/ks_info.py", "ansible_tasks/ks_manifest.py",
     "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py", "ansible_tasks/ks_rollout.py",
-    "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py", "images.py", "kube.py",
-    "log_store.py", "manifests.py", "random_secret.py", "rollout.py", "s3_store.py", "settings.py", "spec.py",
-    "yaml_c.py",
+    "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py", "escape.py", "images.py",
+    "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py", "rollout.py", "s3_store.py",
+    "settings.py", "spec.py", "yaml_c.py",
 }
 # telemetry's task reads the cc as the engine does (its report describes the spec).
 TELEMETRY_ALSO = {"ansible_tasks/ks_telemetry.py", "cluster.py", "modules.py", "config/__init__.py",
-                  "config/advice.py", "config/defaults.py", "config/migrate.py", "config/secrets.py",
+                  "config/advice.py", "config/defaults.py", "config/migrate.py", "config/nulls.py", "config/secrets.py",
                   "config/spec_schema.py", "config/validate.py"}
 
 

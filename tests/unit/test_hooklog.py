@@ -82,7 +82,7 @@ def test_each_record_is_read_alone_from_a_pipe() -> None:
 
 
 def test_values_others_wrote_are_escaped_and_cut_for_a_log_line() -> None:
-    from installer.hooklog import escaped
+    from installer.escape import escaped
 
     assert escaped("x\n[error] forged\x1b[31m\u202e") == "x\\n[error] forged\\u001b[31m\\u202e"
     assert escaped("a" * 500, 10) == "a" * 10 + "..."
