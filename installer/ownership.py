@@ -1,12 +1,11 @@
 """Where each module's objects may live: the only namespaces from which its prune and uninstall delete anything.
 
 A module's uninstall (and the prune of an upgrade) deletes an object only when it carries the module's label, was
-written by the installer's field manager, is named in the module's recorded inventory (``KS_RECORDED_INVENTORY``,
-written by the engine from the state) and lies in one of the module's namespaces below (or is cluster-scoped). The
-first three can be forged by anyone who can write the object and the state Secret; this table cannot: a ConfigMap in
-``default`` is never deleted, whatever labels and records claim it. A Namespace object itself is deleted only when
-it is one of its module's namespaces and none of :data:`PROTECTED`. A run that died (killed, so it recorded nothing
-of what it applied) leaves no inventory to go by: the next run of that module is bound by its namespaces alone.
+written by the installer's field manager and lies in one of the module's namespaces below (or is cluster-scoped).
+The first two can be forged by anyone who can write the object; this table cannot: a ConfigMap in ``default`` is
+never deleted, whatever labels claim it. A Namespace object itself is deleted only when it is one of its module's
+namespaces and none of :data:`PROTECTED`. The recorded inventory (``KS_RECORDED_INVENTORY``) is handed to each run
+but does not bound the prune: records of runs that applied objects conditionally lack some of them.
 """
 
 from __future__ import annotations
@@ -85,6 +84,4 @@ def why_spared(module: str, ref: Ref, inventory: set[tuple[str, str, str, str]] 
             return f"namespace {namespace} is not one of module {module}'s"
         if kind == "Namespace" and not namespace and (name in PROTECTED or name not in spaces):
             return f"namespace {name} is not one module {module} may delete"
-    if inventory is not None and key(ref) not in inventory:
-        return f"not in module {module}'s recorded inventory"
     return None

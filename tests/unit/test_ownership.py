@@ -27,8 +27,8 @@ def test_a_namespaced_object_outside_the_modules_namespaces_is_spared() -> None:
     assert why_spared("redis", ("v1", "ConfigMap", "default", "victim"), inventory) == (
         "namespace default is not one of module redis's")
     assert why_spared("redis", ("v1", "ConfigMap", "kubesphere-system", "a"), inventory) is None
-    assert why_spared("redis", ("v1", "ConfigMap", "kubesphere-system", "b"), inventory) == (
-        "not in module redis's recorded inventory")
+    # The recorded inventory does not bound a prune (records of older runs may lack what they applied).
+    assert why_spared("redis", ("v1", "ConfigMap", "kubesphere-system", "b"), inventory) is None
     assert why_spared("redis", ("v1", "ConfigMap", "kubesphere-system", "b"), None) is None  # no engine run
 
 
