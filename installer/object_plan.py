@@ -369,7 +369,7 @@ def offline_plan(rendered: dict[str, Rendered], actions: dict[str, str]) -> Obje
 class _DryRun(Manifests):
     """:class:`Manifests` that only reads: what it would delete is recorded (if it exists), nothing is waited for."""
 
-    def _delete(self, obj: Obj, result: ApplyResult) -> None:
+    def _delete(self, obj: Obj, result: ApplyResult, propagation: str = "Background") -> None:
         if self._get(self._resource(obj["apiVersion"], obj["kind"]), obj) is None:
             return
         result.deleted.append(ident(obj))
