@@ -51,8 +51,10 @@ class Session:
         self.operator = ShellOperator(kubeconfig, REPO / "hooks", work_dir=self.root / "so",
                                       env={"KS_BASE_DIR": str(self.base), "KS_CONSOLE_TIMEOUT": "300"},
                                       path_prepend=[self.cluster.bin_dir])
+        self.since_start = self.operator.mark()  # a restarted operator appends to the log of the one before
         self.operator.start()
-        self.operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60)
+        self.operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60,
+                                   since=self.since_start)
 
     def hook_entries(self, since: int = 0) -> list[dict[str, Any]]:
         """The hook's entries in shell-operator's log (one JSON object per line; hook output is its ``msg``)."""
@@ -87,7 +89,7 @@ class Session:
         that installed it), so that the next run is the one a change triggers."""
         deadline = time.monotonic() + timeout
         while True:
-            log = self.operator.log_text()
+            log = self.operator.log_text()[self.since_start:]  # a killed operator's last run never ends
             started = log.count('"msg":"Execute hook"')
             queued = [m.start() for m in re.finditer(r'"msg":"queue task".*"name":"HookRun', log)]
             if started == log.count('"msg":"Hook executed successfully"') + log.count('"msg":"Hook failed') and \
