@@ -91,11 +91,12 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
 
 
 def _seen_by(status: dict[str, Any], secret: dict[str, Any]) -> bool:
-    """Whether ``status`` was written after the state ``secret`` holds: the resourceVersion the full path recorded,
-    or the digest of the data the fast path stored."""
-    if (secret.get("metadata") or {}).get("resourceVersion") == status.get("stateRevision"):
-        return True
-    return bool(status.get("stateDigest")) and data_digest(secret.get("data") or {}) == status["stateDigest"]
+    """Whether ``status`` was written after the state ``secret`` holds: the digest of the data the fast path stored
+    last, else (the full path clears the digest) the resourceVersion the full path recorded. With a digest, the
+    recorded resourceVersion is older than the state: a snapshot still at it predates the fast path's own store."""
+    if status.get("stateDigest"):
+        return data_digest(secret.get("data") or {}) == status["stateDigest"]
+    return (secret.get("metadata") or {}).get("resourceVersion") == status.get("stateRevision")
 
 
 def _nothing_to_do(cc: dict[str, Any], secret: dict[str, Any], status: dict[str, Any],

@@ -232,6 +232,10 @@ def test_an_edit_no_module_reads_is_stored_through_the_patch_file(settings: Sett
     cc["metadata"]["generation"] = 3
     merge(cc["status"], status["mergePatch"]["status"])
     patch_file.unlink()
+    # A snapshot of the Secret from before that store (still at the revision the full path recorded) is not the
+    # state the status speaks of: the full path decides, and stores the spec against the Secret as it is.
+    assert not hook._settled(_contexts(cc, _jq(secret)), {hook.SPEC_BINDING})
+    assert not patch_file.exists()
     assert hook._settled(_contexts(cc, _jq(after)), {hook.SPEC_BINDING})
     (refresh,) = (json.loads(line) for line in patch_file.read_text().splitlines())
     assert refresh["mergePatch"]["status"]["observedGeneration"] == 3 and "stateDigest" not in refresh["mergePatch"][
