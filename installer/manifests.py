@@ -32,7 +32,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer import yaml_c
 from installer.adoption import legacy_entries, take_over
-from installer.ownership import recorded, why_spared
+from installer.ownership import why_spared
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 Obj = dict[str, Any]
@@ -181,8 +181,8 @@ class ApplyResult:
 
 
 def record_generated(refs: list[Ref]) -> None:
-    """Add objects a generator task made or kept (a random password, a certificate) to the run's inventory: the
-    module's uninstall deletes only what its recorded inventory names."""
+    """Add objects a generator task made or kept (a random password, a certificate) to the run's inventory, so the
+    recorded inventory names everything the module's run made."""
     ApplyResult(applied_refs=list(refs)).record()
 
 
@@ -469,10 +469,9 @@ class Manifests:
 
     def _owned(self, kinds: set[tuple[str, str]], result: ApplyResult, keep: set[str] | None = None) -> list[Obj]:
         """The objects of ``kinds`` but those in ``keep`` (``ident``) this module may delete: labelled as its,
-        written by the installer, named in its recorded inventory and in its namespaces (installer.ownership); the
-        others that carry its label are listed in ``result.spared`` with the reason."""
+        written by the installer and in its namespaces (installer.ownership); the others that carry its label are
+        listed in ``result.spared`` with the reason."""
         selector = f"{MODULE_LABEL}={self.module}"
-        inventory = recorded()
         out: list[Obj] = []
         for api_version, kind in kinds:
             try:
@@ -484,11 +483,11 @@ class Manifests:
                        "metadata": {"name": item.metadata.name, "namespace": item.metadata.namespace}}
                 if keep is not None and ident(obj) in keep:
                     continue
-                why = "not written by the installer" if not applied_by_installer(item) else why_spared(
-                    self.module, ref_of(obj), inventory)
-                if why is None:
+                if not applied_by_installer(item):
+                    continue
+                if (why := why_spared(self.module, ref_of(obj))) is None:
                     out.append(obj)
-                elif why != "not written by the installer":
+                else:
                     result.spared.append(f"{ident(obj)}: {why}")
         return out
 

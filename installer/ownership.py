@@ -4,20 +4,13 @@ A module's uninstall (and the prune of an upgrade) deletes an object only when i
 written by the installer's field manager and lies in one of the module's namespaces below (or is cluster-scoped).
 The first two can be forged by anyone who can write the object; this table cannot: a ConfigMap in ``default`` is
 never deleted, whatever labels claim it. A Namespace object itself is deleted only when it is one of its module's
-namespaces and none of :data:`PROTECTED`. The recorded inventory (``KS_RECORDED_INVENTORY``) is handed to each run
-but does not bound the prune: records of runs that applied objects conditionally lack some of them.
+namespaces and none of :data:`PROTECTED`. (The recorded inventory does not bound a prune: records of runs that
+applied objects conditionally lack some of them.)
 """
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable
-
 from installer.settings import NAMESPACE
-
-RECORDED_ENV = "KS_RECORDED_INVENTORY"
-"""A JSON file: the module's recorded inventory, ``[[apiVersion, kind, namespace, name], ...]``."""
 
 _LOGGING, _MONITORING = "kubesphere-logging-system", "kubesphere-monitoring-system"
 
@@ -55,27 +48,7 @@ PROTECTED = frozenset({"default", "kube-system", "kube-public", "kube-node-lease
 Ref = tuple[str, str, str, str]
 
 
-def _group(api_version: str) -> str:
-    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
-
-
-def key(ref: Iterable[str]) -> tuple[str, str, str, str]:
-    """``(group, kind, namespace, name)``: an object whatever version of its kind named it."""
-    api_version, kind, namespace, name = ref
-    return _group(api_version), kind, namespace or "", name
-
-
-def recorded() -> set[tuple[str, str, str, str]] | None:
-    """The recorded inventory the engine handed this run (:func:`key` of each), or None when there is none (the
-    engine always hands one; a direct call of installer.manifests, as in tests, has none)."""
-    path = os.environ.get(RECORDED_ENV)
-    if not path:
-        return None
-    with open(path, encoding="utf-8") as src:
-        return {key(ref) for ref in json.load(src)}
-
-
-def why_spared(module: str, ref: Ref, inventory: set[tuple[str, str, str, str]] | None) -> str | None:
+def why_spared(module: str, ref: Ref) -> str | None:
     """Why ``module`` must not delete ``ref`` although it carries the module's label, or None when it may."""
     _, kind, namespace, name = ref
     spaces = MODULE_NAMESPACES.get(module)

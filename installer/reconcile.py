@@ -163,7 +163,7 @@ class ModuleRuns(Events):
     def _intend(self, step: Step, outcome: str, applied: tuple[tuple[str, str, str, str], ...] = ()) -> None:
         """Record that the module's run started (or how it ended without success): until a success clears it,
         the next reconcile treats the module as possibly half-applied. What a failed run ``applied`` joins the
-        recorded inventory (its uninstall may delete only what that names)."""
+        recorded inventory."""
         record = self.records.get(step.module) or Record(step.module, None, {})
         started = record.intent.started_at if record.intent and outcome != "running" else now_rfc3339()
         inventory = tuple(sorted(set(record.inventory) | set(applied)))
@@ -267,8 +267,7 @@ class Reconciler:
             report.running()
             variables = {**spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
                          "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
-            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started,
-                                    records=dict(planned.records))  # as they were before this run's intents
+            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started)
             try:
                 execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)
             except BaseException:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,7 @@ from installer.escape import escaped
 from installer.forkserver import SERVER
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_spared
 from installer.modules import get_module
-from installer.ownership import RECORDED_ENV
 from installer.plan import Action, Step
-from installer.records import Record
 
 log = logging.getLogger("installer")
 ERROR_TAIL = 2000
@@ -211,15 +209,11 @@ class PlaybookRunner:
     """Runs install/uninstall playbooks with a fresh private_data_dir per run."""
 
     def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event,
-                 on_task: Callable[[str, int, str], None] | None = None,
-                 records: Mapping[str, Record] | None = None) -> None:
+                 on_task: Callable[[str, int, str], None] | None = None) -> None:
         self.settings = settings
         self.variables = variables
         self.cancel = cancel
         self.on_task = on_task
-        self.records = records
-        """The state's records before this reconcile: a module's prune and uninstall delete only objects its record
-        names (None: no such restriction, for a run outside a reconcile)."""
 
     def run(self, step: Step) -> RunOutcome:
         module = get_module(step.module)
@@ -235,15 +229,6 @@ class PlaybookRunner:
                          "ks_hash": step.hash or ""}
             write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
             inventory_file = str(Path(pdd) / "inventory.jsonl")
-            recorded: dict[str, str] = {}
-            record = self.records.get(module.name) if self.records is not None else None
-            # A run that died (killed, not failed) recorded nothing of what it applied: then its namespaces alone
-            # bound what the next run deletes (installer.ownership).
-            died = record is not None and record.intent is not None and record.intent.outcome == "running"
-            if self.records is not None and not died:
-                recorded_file = Path(pdd) / "recorded.json"
-                recorded_file.write_text(json.dumps([list(ref) for ref in (record.inventory if record else ())]))
-                recorded[RECORDED_ENV] = str(recorded_file)
             client = SERVER.client()
             command = {"binary": str(client), "cmdline": shlex.quote(str(playbook))} if client else \
                 {"playbook": str(playbook)}
@@ -253,7 +238,7 @@ class PlaybookRunner:
                 artifact_dir=str(results),
                 ident=module.name,
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-                envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file, **recorded,
+                envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file,
                          **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
                 event_handler=progress,
