@@ -37,19 +37,72 @@ HOW = {
 Obj = dict[str, Any]
 
 
+#: Kinds without a namespace (an object's ident has none); the render adds the checkout's cluster-scoped CRDs.
+CLUSTER_KINDS = {
+    "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration", "APIService", "PriorityClass", "StorageClass", "PersistentVolume",
+    "PodSecurityPolicy", "CSIDriver", "VolumeSnapshotClass", "VolumeSnapshotContent",
+}
+
+
+def ident(obj: Obj, namespace: str = "") -> str:
+    """``Kind/namespace/name`` with the namespace it is applied to (``Kind/name`` when cluster-scoped)."""
+    meta = obj["metadata"]
+    ns = "" if obj["kind"] in CLUSTER_KINDS else (meta.get("namespace") or namespace or "default")
+    return f"{obj['kind']}/{ns}/{meta['name']}" if ns else f"{obj['kind']}/{meta['name']}"
+
+
 @dataclass
 class Step:
+    """One way upstream applied objects: written to the manifest by hack/upstream_render.py (:meth:`record`), read
+    back by :func:`load` (:meth:`from_record`)."""
+
     how: str
     objects: list[Obj]
     namespace: str = ""
     release: str = ""
     chart: str = ""
     chart_version: str = ""
-    patches: list[Obj] = field(default_factory=list)
-    certificate: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
     hooks_deleted: list[str] = field(default_factory=list)
-    idents: list[str] = field(default_factory=list)
-    """``Kind/namespace/name`` of each object, with the namespace it was applied to (none when cluster-scoped)."""
+    duplicates: list[str] = field(default_factory=list)
+    """Objects the chart rendered twice (the last one kept)."""
+    patches: list[Obj] = field(default_factory=list)
+    """``kubectl patch --type=merge`` bodies (``how: kubectl-patch``): what a hook deleted on success did."""
+    certificate: dict[str, Any] = field(default_factory=dict)
+    """The serving certificate the chart generated: its common name, DNS names and its CA's common name."""
+    recorded: list[str] = field(default_factory=list)
+    """The manifest's idents, when read back (the render knew which custom kinds are cluster-scoped)."""
+
+    @property
+    def idents(self) -> list[str]:
+        """:func:`ident` of each object, with the namespace it was applied to."""
+        return self.recorded or [ident(o, self.namespace) for o in self.objects]
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"how": self.how, "source": self.source}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.release:
+            out |= {"release": self.release, "chart": self.chart, "chart_version": self.chart_version}
+        out["objects"] = self.idents
+        if self.hooks_deleted:
+            out["hooks_deleted"] = self.hooks_deleted
+        if self.duplicates:
+            out["duplicates_last_kept"] = self.duplicates
+        if self.patches:
+            out["patches"] = self.patches
+        if self.certificate:
+            out["certificate"] = self.certificate
+        return out
+
+    @classmethod
+    def from_record(cls, rec: dict[str, Any], objects: list[Obj]) -> Step:
+        assert len(objects) == len(rec["objects"]), f"{rec['source']}: objects out of step with the manifest"
+        return cls(rec["how"], objects, rec.get("namespace", ""), rec.get("release", ""), rec.get("chart", ""),
+                   rec.get("chart_version", ""), rec.get("source", ""), rec.get("hooks_deleted", []),
+                   rec.get("duplicates_last_kept", []), rec.get("patches", []), rec.get("certificate", {}),
+                   rec["objects"])
 
 
 @dataclass
@@ -75,9 +128,7 @@ def load(profile: str = "default") -> Fixture:
         for rec in records:
             count = len(rec["objects"])
             mine, objects = objects[:count], objects[count:]
-            steps.append(Step(rec["how"], mine, rec.get("namespace", ""), rec.get("release", ""),
-                              rec.get("chart", ""), rec.get("chart_version", ""), rec.get("patches", []),
-                              rec.get("certificate", {}), rec.get("hooks_deleted", []), rec["objects"]))
+            steps.append(Step.from_record(rec, mine))
         assert not objects, f"{module}: more objects than its manifest lists"
         modules[module] = steps
     return Fixture(manifest, modules)

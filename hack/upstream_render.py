@@ -37,12 +37,12 @@ import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import yaml
+from upstream_fixture import CLUSTER_KINDS, Step, ident
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = "v3.4.1"
@@ -55,11 +55,6 @@ API_VERSIONS = ("monitoring.coreos.com/v1", "batch/v1/CronJob", "policy/v1/PodDi
 #: The roles (and other paths) unpacked from the tag (the whole tree does not unpack: two istio tarballs are absent).
 PATHS = ("roles/kubesphere-defaults", "roles/download", "roles/common", "roles/ks-core", "roles/ks-monitor",
          "roles/preinstall", "deploy/cluster-configuration.yaml")
-CLUSTER_KINDS = {
-    "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
-    "MutatingWebhookConfiguration", "APIService", "PriorityClass", "StorageClass", "PersistentVolume",
-    "PodSecurityPolicy", "CSIDriver", "VolumeSnapshotClass", "VolumeSnapshotContent",
-}
 Obj = dict[str, Any]
 
 
@@ -132,49 +127,6 @@ def documents(text: str) -> list[Obj]:
 def dump(objects: list[Obj]) -> str:
     """A JSON list, one object a line (reads in milliseconds: the monitoring CRDs alone are 2 MB of YAML)."""
     return "[\n" + ",\n".join(json.dumps(o, ensure_ascii=False) for o in objects) + "\n]\n"
-
-
-def ident(obj: Obj, namespace: str = "") -> str:
-    meta = obj["metadata"]
-    ns = "" if obj["kind"] in CLUSTER_KINDS else (meta.get("namespace") or namespace or "default")
-    return f"{obj['kind']}/{ns}/{meta['name']}" if ns else f"{obj['kind']}/{meta['name']}"
-
-
-@dataclass
-class Step:
-    """One way upstream applied objects."""
-
-    how: str
-    objects: list[Obj]
-    namespace: str = ""
-    release: str = ""
-    chart: str = ""
-    chart_version: str = ""
-    source: str = ""
-    hooks_deleted: list[str] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-    """Objects the chart rendered twice (the last one kept)."""
-    patches: list[Obj] = field(default_factory=list)
-    """``kubectl patch --type=merge`` bodies (``how: kubectl-patch``): what a hook deleted on success did."""
-    certificate: dict[str, Any] = field(default_factory=dict)
-    """The serving certificate the chart generated: its common name, DNS names and its CA's common name."""
-
-    def record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"how": self.how, "source": self.source}
-        if self.namespace:
-            out["namespace"] = self.namespace
-        if self.release:
-            out |= {"release": self.release, "chart": self.chart, "chart_version": self.chart_version}
-        out["objects"] = [ident(o, self.namespace) for o in self.objects]
-        if self.hooks_deleted:
-            out["hooks_deleted"] = self.hooks_deleted
-        if self.duplicates:
-            out["duplicates_last_kept"] = self.duplicates
-        if self.patches:
-            out["patches"] = self.patches
-        if self.certificate:
-            out["certificate"] = self.certificate
-        return out
 
 
 class Upstream:

@@ -11,10 +11,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from installer_state import forget_installer
 from kubernetes import client
 from simcluster import SimCluster
-from test_installer import REPO, Session, started
+from test_installer import REPO, Session, operator_session, started
 
 from installer.settings import NAMESPACE
 
@@ -28,12 +27,7 @@ RUN_LINE = re.compile(r"^(?:Start (?:installing|upgrading|uninstalling) (\S+)|ta
 def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """The default platform installed by the installer under shell-operator, as upstream's CI deploys it."""
-    forget_installer(kube_api)
-    sim_cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
-    sim_cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
-    s = Session(sim_cluster, kube_api, tmp_path_factory.mktemp("upstream-ci"))
-    s.start_operator()
-    try:
+    with operator_session(sim_cluster, kube_api, tmp_path_factory.mktemp("upstream-ci")) as s:
         mark = s.operator.mark()
         s.kubectl("apply", "-f", str(REPO / "deploy" / "cluster-configuration.yaml"))
         s.wait_reconciled(mark)
@@ -42,9 +36,6 @@ def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
         s.patch_spec({"devops": {"enabled": False}, "logging": {"enabled": False},
                       "metrics_server": {"enabled": False}})
         s.wait_reconciled(mark)
-    finally:
-        s.operator.stop()
-        forget_installer(kube_api)
 
 
 def overlapping_runs(lines: list[str]) -> list[str]:
