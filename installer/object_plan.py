@@ -615,19 +615,21 @@ class ClusterPlanner:
         return fields
 
     def _rollouts(self, run: Rendered, module: ModuleObjects) -> None:
+        from ansible.module_utils.parsing.convert_bool import boolean
         from kubernetes import client
 
-        from installer.rollout import CONFIG_HASH
+        from installer.rollout import CONFIG_HASH, rolls
         apps = client.AppsV1Api(self.api)
         for call in run.calls_of("ks_rollout"):
             args = call["args"]
+            keep_unstamped = boolean(args.get("keep_unstamped") or False)
             for name in args.get("deployments") or []:
                 try:
                     dep = apps.read_namespaced_deployment(name, args["namespace"])
                 except Exception:
                     continue  # missing: nothing to roll (its creation is listed)
                 annotations = (dep.spec.template.metadata.annotations if dep.spec.template.metadata else None) or {}
-                if annotations.get(CONFIG_HASH) != str(args.get("value")):
+                if rolls(annotations.get(CONFIG_HASH), str(args.get("value")), keep_unstamped):
                     module.add(f"Deployment/{args['namespace']}/{name}", "roll",
                                note=f"pod template annotation {CONFIG_HASH} changes: its pods restart")
 

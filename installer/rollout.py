@@ -24,6 +24,12 @@ def _config_hash(dep: Any) -> str | None:
     return ((dep.spec.template.metadata or {}).get("annotations") or {}).get(CONFIG_HASH)
 
 
+def rolls(stamped: str | None, value: str, keep_unstamped: bool) -> bool:
+    """Whether a Deployment whose pod template carries ``stamped`` (None: no annotation) rolls to ``value``
+    (:func:`roll`, and ``plan --objects``' preview of it)."""
+    return stamped != value and not (stamped is None and keep_unstamped)
+
+
 def roll(api: client.ApiClient, namespace: str, names: list[str], value: str, wait: bool = True,
          timeout: float = 600, keep_unstamped: bool = False) -> tuple[list[str], list[str]]:
     """Set the config-hash annotation to ``value`` on the named Deployments; return (rolled, missing).
@@ -38,9 +44,7 @@ def roll(api: client.ApiClient, namespace: str, names: list[str], value: str, wa
         except NotFoundError:
             missing.append(name)
             continue
-        if _config_hash(dep) is None and keep_unstamped:
-            continue
-        if _config_hash(dep) != value:
+        if rolls(_config_hash(dep), value, keep_unstamped):
             res.patch(body={"spec": {"template": {"metadata": {"annotations": {CONFIG_HASH: value}}}}}, name=name,
                       namespace=namespace, content_type="application/merge-patch+json",
                       field_manager=ROLLOUT_FIELD_MANAGER)

@@ -20,26 +20,17 @@ def ks_s3_env(keys: list[dict[str, str]], sections: list[str], secret: str) -> l
             for section in sections for k in keys]
 
 
-def ks_env_names(deployments: list[dict[str, Any]]) -> list[str]:
-    """The environment variables every container of every one of ``deployments`` (as read from the API) sets; none
-    when there are no Deployments."""
-    sets = [{e["name"] for e in c.get("env") or []}
-            for d in deployments for c in (((d.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-                "containers") or []]
-    return sorted(set.intersection(*sets)) if sets else []
-
-
-def ks_env_placeholders(config: Any, env_names: list[str]) -> list[list[str]]:
+def ks_env_placeholders(config: Any) -> list[list[str]]:
     """The keys of kubesphere.yaml (parsed, ``config``) whose value is the name of the variable KubeSphere reads in
-    their place, one of ``env_names``: the pods read those from the variable, whatever the file says. Each key as the
-    list of its path's parts."""
-    names, found = set(env_names), []
+    their place (:func:`ks_env_name`; ks-core gives the readers each such variable): their pods read those from the
+    variable, whatever the file says. Each key as the list of its path's parts."""
+    found: list[list[str]] = []
 
     def walk(node: Any, path: list[str]) -> None:
         if isinstance(node, dict):
             for key, value in node.items():
                 walk(value, [*path, str(key)])
-        elif path and node == ks_env_name(".".join(path)) and node in names:
+        elif path and node == ks_env_name(".".join(path)):
             found.append(path)
     walk(config, [])
     return found
@@ -56,5 +47,5 @@ def ks_without_keys(config: Any, paths: list[list[str]]) -> Any:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"ks_env_name": ks_env_name, "ks_s3_env": ks_s3_env, "ks_env_names": ks_env_names,
+        return {"ks_env_name": ks_env_name, "ks_s3_env": ks_s3_env,
                 "ks_env_placeholders": ks_env_placeholders, "ks_without_keys": ks_without_keys}
