@@ -195,6 +195,10 @@ class Module:
     """Whether the module deploys images (so image and scheduling settings are inputs)."""
     console: bool = False
     """The console needs it: the welcome box is printed once every console module is installed."""
+    core_phase: bool = False
+    """In upstream's first phase (its installRunner's preInstallTasks: preinstall, metrics-server, common, ks-core,
+    then ks-config): when one of these is not installed, upstream never reached the step that writes
+    ``kubesphere_running`` (installer.welcome)."""
     last: bool = False
     """Run after every other module that installs or upgrades in the same reconcile (ordering only)."""
     images: tuple[str, ...] | Callable[[Spec], tuple[str, ...]] = ()
@@ -228,29 +232,29 @@ class Module:
 
 MODULES: tuple[Module, ...] = (
     Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True,
-           images=("snapshot_controller",)),
+           core_phase=True, images=("snapshot_controller",)),
     Module("metrics_server", flag("metrics_server.enabled"),
            ("metrics_server.nodeSelector", "metrics_server.tolerations", "metrics_server.affinity"), ("preinstall",),
-           status_key="metricsServer", images=("metrics_server",)),
+           status_key="metricsServer", core_phase=True, images=("metrics_server",)),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
-           status_key="redis", images=_redis_images),
+           status_key="redis", core_phase=True, images=_redis_images),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap",
-           images=("openldap",)),
+           core_phase=True, images=("openldap",)),
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
-           images=("minio", "mc")),
+           core_phase=True, images=("minio", "mc")),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
            ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator)),
-           images=_opensearch_images),
+           core_phase=True, images=_opensearch_images),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
-           images=("fluentbit_operator", "fluent_bit", "docker")),
+           core_phase=True, images=("fluentbit_operator", "fluent_bit", "docker")),
     Module("ks-core", always,
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
             "common.core.console.type", "common.core.console.extraVolumes", "common.core.console.extraVolumeMounts",
             "authentication.jwtSecret", "authentication.adminPassword", "common.redis.enabled", "common.s3"),
-           ("preinstall", "redis", "openldap"), status_key="core", console=True,
+           ("preinstall", "redis", "openldap"), status_key="core", console=True, core_phase=True,
            images=("ks_apiserver", "ks_console", "ks_controller_manager", "nginx_ingress_controller",
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
                    "bookinfo_ratings_v1")),
@@ -262,7 +266,7 @@ MODULES: tuple[Module, ...] = (
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
             "edgeruntime.enabled", "edgeruntime.kubeedge.enabled", "terminal", "gateway", "local_registry",
             "namespace_override", "zone"),
-           ("ks-core", "minio"), workloads=False, console=True, images=_config_images),
+           ("ks-core", "minio"), workloads=False, console=True, core_phase=True, images=_config_images),
     # Istio's monitors go into servicemesh's istio-system: after servicemesh, which creates (and owns) it.
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass", "servicemesh.enabled"),

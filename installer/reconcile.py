@@ -43,7 +43,7 @@ from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
 from installer.status import StatusWriter, mark_unreconciled, now_rfc3339
 from installer.version import INSTALLER_VERSION
-from installer.welcome import CORE_PHASE, WelcomeStep
+from installer.welcome import WelcomeStep
 
 log = logging.getLogger("installer")
 
@@ -258,7 +258,7 @@ class Reconciler:
         plan, spec = planned.plan, planned.prepared.spec
         report.planned(planned.prepared, plan, planned.drift)
         self.store.save_spec(spec)
-        core = [m.name for m in MODULES if m.name in CORE_PHASE and m.enabled(spec)]
+        core = [m.name for m in MODULES if m.core_phase and m.enabled(spec)]
         welcome = WelcomeStep(self.api, self.settings.running_file, self.settings.console_timeout, self.cancel,
                               lambda ready, message: report.console(ready, message, KS_VERSION),
                               lambda: [n for n in core if not report.complete(n)])

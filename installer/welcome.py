@@ -7,7 +7,7 @@ default; otherwise the box says where to read it, so no secret reaches the log.
 The file follows upstream v3.4.1, where result-info.yaml renders it at the very end of a run: the wait for the
 console starts as soon as the console's modules are in, but the file is written (replaced whole, never empty or
 absent meanwhile) only once every module of the run has ended, and only if each enabled module of upstream's core
-phase (``CORE_PHASE``) is installed; a failed pluggable module does not keep it back. Nothing removes it but
+phase (``Module.core_phase``) is installed; a failed pluggable module does not keep it back. Nothing removes it but
 ``uninstall --all``; a new pod starts without it, as upstream's container does.
 """
 
@@ -31,11 +31,6 @@ from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
 CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
-#: The modules upstream's installRunner runs before the others and stops at when one fails (its preInstallTasks:
-#: preinstall, metrics-server, common, ks-core; then ks-config): after such a failure it never reaches
-#: result-info.yaml, which writes kubesphere_running.
-CORE_PHASE = ("preinstall", "metrics_server", "redis", "openldap", "minio", "opensearch", "fluentbit", "ks-core",
-              "ks-config")
 RULE = "#" * 53
 
 
@@ -130,7 +125,7 @@ class WelcomeStep:
     """The result step of a reconcile, in its own thread: started once every console module is installed and
     none is still to run; ``report(ready, message)`` receives what it found as soon as it knows (nothing when
     stopped meanwhile). The file waits for :meth:`settle` (every module of the run has ended) and is written
-    only if ``missing()`` (the enabled CORE_PHASE modules not installed) is empty then."""
+    only if ``missing()`` (the enabled ``core_phase`` modules not installed) is empty then."""
 
     def __init__(self, api: client.ApiClient, running_file: Path, timeout: float, stop: threading.Event,
                  report: Callable[[bool, str], None], missing: Callable[[], list[str]] = list) -> None:
