@@ -75,21 +75,18 @@ before anything is built or merged (a spec holds at most MAX_NODES values, with 
 
 class _StrictLoader(yaml.SafeLoader):
     """YAML as the API server reads it: a key given twice is an error, not "the last one wins"; merge keys
-    (``<<: *anchor``) are merged. Nothing is composed deeper than PARSE_DEPTH (PyYAML's composer recurses), and a
-    document whose nodes, each alias counted with everything under it, pass MAX_COMPOSED is refused while it is
-    composed: an alias or merge bomb never builds, nor does a long flow list."""
+    (``<<: *anchor``) are merged. Nothing is composed deeper than PARSE_DEPTH (PyYAML's composer recurses); the size
+    of what it composes is bounded before, by :func:`_prescan`."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._at: list[Any] = []  # where the composer is: keys and indexes from the root
         self._paths: dict[int, list[Any]] = {}
-        self._sizes: dict[int, int] = {}  # id(node) -> nodes under it, aliases expanded
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
         if parent is None:  # a document's root
             root = super().compose_node(parent, index)
             self._paths[id(root)] = []
-            self._size(root)
             return root
         part = index if isinstance(index, int) else "?" if index is None else getattr(index, "value", "?")
         self._at.append(part if isinstance(part, int | str) else "?")
@@ -98,27 +95,9 @@ class _StrictLoader(yaml.SafeLoader):
                 raise _TooDeep(list(self._at))
             node = super().compose_node(parent, index)
             self._paths.setdefault(id(node), list(self._at))
-            self._size(node)
             return node
         finally:
             self._at.pop()
-
-    def _size(self, node: yaml.Node) -> None:
-        """Count ``node`` with its children (composed before it; an alias is its anchor's node, counted again)."""
-        if id(node) in self._sizes:
-            return  # an alias: its anchor's node, counted where it is used (its parent adds its size)
-        if isinstance(node, yaml.MappingNode):
-            size = 1 + sum(self._sizes.get(id(k), 1) + self._sizes.get(id(v), 1) for k, v in node.value)
-        elif isinstance(node, yaml.SequenceNode):
-            size = 1 + sum(self._sizes.get(id(item), 1) for item in node.value)
-        else:
-            size = 1
-        self._sizes[id(node)] = size
-        if size > MAX_COMPOSED or len(self._sizes) > MAX_COMPOSED:
-            where = format_path(self._paths.get(id(node), ["?"])) or "the document"
-            raise yaml.composer.ComposerError(
-                None, None, f"too many values: more than {MAX_COMPOSED} nodes, aliases and merges counted as often "
-                f"as they are used ({where})", node.start_mark)
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         merges = any(key.tag == _MERGE for key, _ in node.value)
