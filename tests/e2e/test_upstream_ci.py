@@ -70,9 +70,11 @@ def test_three_patches_and_a_restart_mid_run_end_ready(session: Session) -> None
     session.operator.wait_for_log(r"Start installing (devops|logging|opensearch|openldap|minio|fluentbit)",
                                   since=mark, timeout=300)
     # `kubectl rollout restart deploy ks-installer`: the Deployment rolls, and its pod (here shell-operator and the
-    # hook it runs) is stopped as a pod is and a new one starts, without the old pod's kubesphere_running.
+    # hook it runs) is stopped and a new one starts, without the old pod's kubesphere_running. shell-operator waits
+    # up to 10 s for a running hook after SIGTERM, time in which a fast machine ends the whole run: the old pod gets
+    # one second, as a pod whose grace period ends first, so the restart lands in the middle of the run.
     session.kubectl("-n", NAMESPACE, "rollout", "restart", "deploy", "ks-installer")
-    session.operator.stop()
+    session.operator.stop(timeout=1)
     before = session.hook_lines(mark)
     (session.base / "playbooks" / "kubesphere_running").unlink(missing_ok=True)
     restart = session.operator.mark()
