@@ -41,7 +41,7 @@ RUN python3 -m venv /opt/ks-installer/venv \
 COPY hooks/ /hooks/
 COPY playbooks/ /opt/ks-installer/playbooks/
 COPY roles/ /opt/ks-installer/roles/
-RUN python3 -m compileall -q /hooks /opt/ks-installer/playbooks /opt/ks-installer/roles \
+RUN python3 -m compileall -q /opt/ks-installer/playbooks /opt/ks-installer/roles \
  && chmod +x /hooks/kubesphere/*.py \
  && mkdir -p /kubesphere/results /kubesphere/cache /kubesphere/run /kubesphere/playbooks /tmp/shell-operator \
  && chown -R kubesphere:kubesphere /kubesphere /tmp/shell-operator
@@ -58,5 +58,7 @@ ENV SHELL_OPERATOR_HOOKS_DIR=/hooks \
 
 USER 1002
 WORKDIR /kubesphere
-ENTRYPOINT ["/shell-operator"]
+# The pod log as KubeSphere's docs show it: the hook's lines as printed, the operator's as "TIME LEVEL : msg"
+# (installer/podlog.py; KS_POD_LOG_FORMAT=json keeps shell-operator's JSON lines).
+ENTRYPOINT ["/opt/ks-installer/venv/bin/python3", "-I", "-m", "installer.podlog", "/shell-operator"]
 CMD ["start"]

@@ -67,8 +67,16 @@ def test_the_image_installs_the_default_platform(tmp_path: Path) -> None:
         mounts = json.loads(subprocess.run(["bash", str(REPO / "hack" / "image.sh"), "podman", "inspect", name],
                                            capture_output=True, text=True, timeout=60, check=True).stdout)[0]
         assert not any(str(REPO) in str(m.get("Source", "")) for m in mounts["Mounts"])  # nothing of the checkout
+        # The pod log as the docs' `kubectl logs -l 'app in (ks-install, ks-installer)' -f` shows it: the hook's lines
+        # as printed (upstream's), the operator's own with time and level.
         log_path = state / "shell-operator" / "shell-operator.log"
-        assert "Kubernetes bindings for hook are enabled successfully" in log_path.read_text()
+        pod_log = log_path.read_text().splitlines()
+        bindings = r"\S+Z INFO     : .*Kubernetes bindings for hook are enabled successfully"
+        assert any(re.match(bindings, line) for line in pod_log), pod_log[:40]
+        assert {"Start installing ks-core", WELCOME} <= set(pod_log), pod_log[-60:]
+        assert any(re.fullmatch(r"task ks-core status is successful  \(\d/4\)", line) for line in pod_log)
+        assert not any(line.startswith("{") for line in pod_log), [ln for ln in pod_log if ln.startswith("{")][:5]
+        assert not [line for line in pod_log if "file is skipped" in line], pod_log[:40]  # nothing but the hook
 
         # `kubectl edit cc`: the container's next reconcile runs the one module the change affects.
         mark = len(log_path.read_text())
@@ -84,7 +92,7 @@ def test_the_image_installs_the_default_platform(tmp_path: Path) -> None:
                 break
             time.sleep(2)
         assert planned >= 0 and "Reconcile finished, Ready" in new[planned:], new[-3000:]
-        assert re.findall(r'"msg":"Start (?:installing|upgrading|uninstalling) ([\w-]+)"', new) == ["monitoring"]
+        assert re.findall(r"^Start (?:installing|upgrading|uninstalling) ([\w-]+)$", new, re.M) == ["monitoring"]
     finally:
         down = demo("down", state, timeout=120)
         assert down.returncode == 0, down.stderr
