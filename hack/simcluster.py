@@ -6,6 +6,7 @@ etcd, kube-apiserver (RBAC), kube-controller-manager, kube-scheduler and kwok ru
 the default StorageClass bind. Usage::
 
     python hack/simcluster.py up|down|env|status      # state dir: $KS_SIM_DIR (default /tmp/ks-sim)
+    python hack/simcluster.py up --latency probes     # pods Ready after their pulls and probes (POD_READY_SECONDS)
 
     with SimCluster(Path("/tmp/x")) as cluster:        # or .start() / .stop()
         cluster.kubectl("get", "nodes")
@@ -764,6 +765,94 @@ spec:
 """.replace("@SC@", STORAGE_CLASS)
 
 
+# ------------------------------------------------------------------------------------------ latency model
+
+LATENCY_MODELS = ("probes",)
+"""Opt-in stage sets (``SimCluster(latency=...)``, ``simcluster.py up --latency ...``); without one, pods are Ready
+the moment they are scheduled (:data:`KWOK_STAGES`, unchanged)."""
+PULL_MB_PER_SECOND = 50
+"""Effective image pull rate of a node (download and unpack together; about 400 Mbit/s)."""
+PULL_SIZES_MB: tuple[tuple[str, int], ...] = (
+    ("opensearch-dashboards", 330), ("opensearch-curator|elasticsearch-curator", 30), ("opensearch", 800),
+    ("ks-jenkins", 650), ("argocd", 180), ("kiali-operator", 200), ("dcgm-exporter", 300),
+    ("prometheus-operator|prometheus-config-reloader", 15), ("prometheus", 90), ("istio/proxyv2", 95),
+    ("istio/pilot", 75), ("ks-console", 90), ("ks-apiserver|ks-controller-manager", 50), ("osixia/openldap", 90),
+    ("grafana", 80), ("thanos", 60), ("busybox|alpine|redis|haproxy|node-exporter|kubectl", 10),
+)
+"""Compressed size (MB) of an image whose reference matches the regular expression (the first that matches), as
+the registries list the catalogue's tags for amd64, rounded; not measured here (the simulated cluster has no
+network). Any other image: :data:`PULL_DEFAULT_MB`."""
+PULL_DEFAULT_MB = 30
+STARTUP_FAILED_PROBES = 2
+"""A startupProbe fails this many times before it passes: the container starts after initialDelaySeconds +
+periodSeconds (10 by default) x 2."""
+INIT_CONTAINER_SECONDS = 1
+"""What each init container runs for (one after the other, after the pulls)."""
+JOB_SECONDS = 5
+"""What a Job's container runs for, from its pod's start to Succeeded."""
+
+
+def _jq_pull_table() -> str:
+    return json.dumps([[pattern, size] for pattern, size in PULL_SIZES_MB])
+
+
+def _remaining(deadline: str) -> str:
+    """A jq expression: the time from now to ``deadline`` (epoch seconds, a jq expression) as a Go duration that
+    kwok parses (0 once it is past). A deadline, not a duration: a pod updated while it waits is matched again, and
+    then waits only for what is left."""
+    return f'(({deadline}) - now) as $left | if $left > 0 then "\\(($left * 1000) | floor)ms" else "0ms" end'
+
+
+POD_READY_SECONDS = f"""
+def pull_mb: . as $image | first({_jq_pull_table()}[] | select(.[0] as $p | $image | test($p)) | .[1])
+  // {PULL_DEFAULT_MB};
+def probe_seconds: ((.startupProbe // null) | if . then (.initialDelaySeconds // 0)
+    + (.periodSeconds // 10) * {STARTUP_FAILED_PROBES} else 0 end) as $started
+  | [$started, (.readinessProbe.initialDelaySeconds // 0)] | max;
+(.spec.initContainers // []) as $init
+| (([$init[].image, .spec.containers[].image] | unique | map(pull_mb) | add) / {PULL_MB_PER_SECOND}) as $pull
+| (if any(.metadata.ownerReferences[]?; .kind == "Job") then 0 else [.spec.containers[] | probe_seconds] | max end)
+  as $ready
+| {_remaining(f"(.metadata.creationTimestamp | fromdateiso8601) + $pull + ($init | length) * {INIT_CONTAINER_SECONDS}"
+              " + $ready")}
+""".strip()
+"""Seconds from a pod's creation to Ready under the ``probes`` model (jq over the Pod, kwok's ``durationFrom``):
+
+- the pull of each distinct image of its init containers and containers, one after the other (kubelet pulls
+  serially by default; no node cache: each pod pays its images), at :data:`PULL_MB_PER_SECOND` by
+  :data:`PULL_SIZES_MB`;
+- :data:`INIT_CONTAINER_SECONDS` per init container;
+- the slowest container's probes: readinessProbe.initialDelaySeconds, or its startupProbe's
+  initialDelaySeconds + periodSeconds x :data:`STARTUP_FAILED_PROBES` when that is later (readiness probes start
+  once the startup probe passed); a container without probes is ready at once. A Job's pod has no probe wait: it
+  completes :data:`JOB_SECONDS` after it started.
+
+The pod stays Pending meanwhile (on a real node it is Running, not Ready, after the pull): what the installer reads
+(the ready counts of Deployments, StatefulSets and DaemonSets, a Job's completions) is the same. No jitter: the same
+manifests take the same time on every run."""
+JOB_DONE_SECONDS = _remaining(f"(.status.startTime | fromdateiso8601) + {JOB_SECONDS}")
+
+
+def _delayed(stages: str, name: str, expression: str) -> str:
+    """``stages`` with a ``delay`` read from ``expression`` (jq over the object) in the Stage named ``name``."""
+    anchor = f"  name: {name}\nspec:\n"
+    if stages.count(anchor) != 1:
+        raise ValueError(f"no single Stage {name!r} in the stage set")
+    block = "  delay:\n    durationMilliseconds: 0\n    durationFrom:\n      jq:\n        expression: |\n" + "".join(
+        f"          {line}\n" for line in expression.splitlines())
+    return stages.replace(anchor, anchor + block)
+
+
+def kwok_stages(latency: str | None = None) -> str:
+    """kwok's stage set: :data:`KWOK_STAGES`, or with ``latency="probes"`` the same with pods Ready after
+    :data:`POD_READY_SECONDS` and Jobs' pods Succeeded :data:`JOB_SECONDS` after they started."""
+    if latency is None:
+        return KWOK_STAGES
+    if latency not in LATENCY_MODELS:
+        raise SimClusterError(f"unknown latency model {latency!r}; known: {', '.join(LATENCY_MODELS)}")
+    return _delayed(_delayed(KWOK_STAGES, "pod-ready", POD_READY_SECONDS), "pod-complete", JOB_DONE_SECONDS)
+
+
 def node_manifest(name: str, ip: str, control_plane: bool, kubelet_version: str) -> dict[str, Any]:
     """A kwok-managed Node with its addresses, capacity and (for the first) control-plane role labels."""
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
@@ -850,8 +939,10 @@ class SimCluster:
     """The simulated cluster in ``state_dir``: ``start()``/``stop()`` or a ``with`` block."""
 
     def __init__(self, state_dir: Path | str = DEFAULT_STATE_DIR, *, die_with_parent: bool = False,
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, latency: str | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
+        self.latency = latency
+        """The latency model of kwok's stages (:data:`LATENCY_MODELS`; None: pods are Ready at once)."""
         self.die_with_parent = die_with_parent
         self.quiet = quiet
         self.procs: list[Proc] = []
@@ -960,6 +1051,7 @@ class SimCluster:
             raise SimClusterError(f"a simulated cluster already runs in {self.state_dir}; run `down` first")
         if not self._disposable():
             raise SimClusterError(f"{self.state_dir} is neither empty nor a simulated cluster's state dir")
+        kwok_stages(self.latency)  # an unknown model fails before anything starts
         begin = time.monotonic()
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.logs.mkdir(parents=True)
@@ -976,8 +1068,9 @@ class SimCluster:
             self.stop(remove=False)
             raise
         self.startup_seconds = time.monotonic() - begin
+        model = f", latency model {self.latency!r}" if self.latency else ""
         self._say(f"simulated cluster up in {self.startup_seconds:.1f}s: {self.server} "
-                  f"(KUBECONFIG={self.kubeconfig})")
+                  f"(KUBECONFIG={self.kubeconfig}){model}")
         return self
 
     def stop(self, remove: bool = True) -> None:
@@ -1013,7 +1106,8 @@ class SimCluster:
         self.node_block, self.addresses = claim_node_block(self.state_dir)
         (self.state_dir / "cluster.json").write_text(json.dumps(
             {"server": self.server, "ports": self.ports, "kubeconfig": str(self.kubeconfig),
-             "node_block": self.node_block, "addresses": self.addresses, "pod_cidr": self.pod_cidr}, indent=2))
+             "node_block": self.node_block, "addresses": self.addresses, "pod_cidr": self.pod_cidr,
+             "latency": self.latency}, indent=2))
         write_pki(self.pki)
         self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki))
         self.kubeconfig.chmod(0o600)
@@ -1021,7 +1115,7 @@ class SimCluster:
         for name in PLAIN_TOOLS:
             with contextlib.suppress(SimClusterError):
                 (self.bin_dir / name).symlink_to(tool_path(name))
-        (self.state_dir / "kwok.yaml").write_text(KWOK_STAGES)
+        (self.state_dir / "kwok.yaml").write_text(kwok_stages(self.latency))
 
     def _spawn(self, name: str, tool: str, args: list[str], env: dict[str, str] | None = None,
                essential: bool = True) -> Proc:
@@ -1208,8 +1302,11 @@ def main(argv: list[str] | None = None) -> int:
     """CLI: up | down | env | status for the cluster in $KS_SIM_DIR."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["up", "down", "env", "status"])
+    parser.add_argument("--latency", choices=LATENCY_MODELS,
+                        help="with up: pods become Ready as on a real cluster, after their image pulls and probes' "
+                             "delays (see POD_READY_SECONDS); default: at once")
     args = parser.parse_args(argv)
-    cluster = SimCluster(_state_dir())
+    cluster = SimCluster(_state_dir(), latency=args.latency)
     try:
         if args.command == "up":
             for sig in (signal.SIGTERM, signal.SIGHUP):  # killed while starting: start() stops what it began

@@ -7,19 +7,23 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cluster_objects import eventually
-from kubernetes import client
+from kubernetes import client, config
 from simcluster import (
+    JOB_SECONDS,
     KWOK_NODE_ANNOTATION,
+    KWOK_STAGES,
     METRICS_SERVER_PORT,
     NODES,
     SERVICE_CIDR,
     STORAGE_CLASS,
     SimCluster,
+    kwok_stages,
     loopback_addresses,
     pid_alive,
     port_open,
@@ -235,3 +239,43 @@ def test_cli_up_and_down_from_other_processes(tmp_path: Path) -> None:
     _assert_gone(records, ports)
     assert not set(addresses) & loopback_addresses(), "node addresses left on the loopback"
     assert not state.exists()
+
+
+def _deployment(name: str, probe: client.V1Probe | None) -> client.V1Deployment:
+    labels = {"app": name}
+    container = client.V1Container(name=name, image="busybox:1.31.1", readiness_probe=probe)
+    return client.V1Deployment(metadata=client.V1ObjectMeta(name=name), spec=client.V1DeploymentSpec(
+        replicas=1, selector=client.V1LabelSelector(match_labels=labels),
+        template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels),
+                                          spec=client.V1PodSpec(containers=[container]))))
+
+
+def test_latency_model_probes_is_opt_in_and_follows_the_manifests(sim_cluster: SimCluster, tmp_path: Path) -> None:
+    """Off by default (the stage set is the fast one, byte for byte); with ``latency="probes"`` a Deployment whose
+    container's readinessProbe waits 5 s becomes Available after about 5 s, one without a probe at once, and a
+    Job completes JOB_SECONDS after its pod started."""
+    assert kwok_stages() is KWOK_STAGES
+    if (sim_cluster.state_dir / "kwok.yaml").exists():  # not a reused cluster (KS_SIM_KUBECONFIG)
+        assert (sim_cluster.state_dir / "kwok.yaml").read_text() == KWOK_STAGES
+    with SimCluster(tmp_path / "latency", die_with_parent=True, quiet=True, latency="probes") as cluster:
+        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        apps = client.AppsV1Api(api)
+        probe = client.V1Probe(tcp_socket=client.V1TCPSocketAction(port=8080), initial_delay_seconds=5)
+        start = time.monotonic()
+        apps.create_namespaced_deployment("default", _deployment("slow", probe))
+        apps.create_namespaced_deployment("default", _deployment("quick", None))
+        cluster.kubectl("create", "job", "once", "--image=busybox:1.31.1", "--", "true")
+        ready: dict[str, float] = {}
+        while len(ready) < 3 and time.monotonic() - start < 30:
+            for name in {"slow", "quick"} - ready.keys():
+                if apps.read_namespaced_deployment_status(name, "default").status.available_replicas == 1:
+                    ready[name] = time.monotonic() - start
+            if "job" not in ready and client.BatchV1Api(api).read_namespaced_job_status(
+                    "once", "default").status.succeeded == 1:
+                ready["job"] = time.monotonic() - start
+            time.sleep(0.1)
+        assert ready.keys() == {"slow", "quick", "job"}, ready
+        # the delays count from the pod's creationTimestamp, which has whole seconds: up to 1 s early
+        assert ready["quick"] < 3, ready
+        assert 4 <= ready["slow"] < 12, ready
+        assert JOB_SECONDS - 1 <= ready["job"] < JOB_SECONDS + 7, ready
