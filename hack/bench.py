@@ -49,14 +49,26 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
-from simcluster import SimCluster, add_local_route, node_manifest, remove_local_route, versions
+from simcluster import (
+    INIT_CONTAINER_SECONDS,
+    JOB_SECONDS,
+    LATENCY_MODELS,
+    PULL_MB_PER_SECOND,
+    STARTUP_FAILED_PROBES,
+    SimCluster,
+    add_local_route,
+    node_manifest,
+    remove_local_route,
+    versions,
+)
+from v341_order import PHASES, v341_run_order
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -64,10 +76,12 @@ from installer.config.defaults import apply_defaults  # noqa: E402
 from installer.hook import SCHEDULE_BINDING, SPEC_BINDING, STATE_BINDING  # noqa: E402
 from installer.modules import MODULES, by_name  # noqa: E402
 from installer.plan import Action, Plan, Step, run_order  # noqa: E402
-from installer.settings import NAMESPACE, STATE_SECRET  # noqa: E402
+from installer.settings import CC_GROUP, CC_PLURAL, CC_VERSION, NAMESPACE, STATE_SECRET  # noqa: E402
 from installer.spec import merge, nested  # noqa: E402
 
 HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
+V341_HOOK = Path(__file__).resolve().parent / "v341_order.py"
+OURS, V341, ALL_ON = "this installer", "v3.4.1's order", "every component on"
 SCALE_NODES = "172.30.0.0/16"
 """The extra Nodes' InternalIPs (not loopback's 127/8: an Endpoints address may not be a loopback one)."""
 
@@ -93,11 +107,15 @@ def span(item: dict[str, Any]) -> float:
     return (at(item["end"]) - at(item["start"])).total_seconds()
 
 
-def critical_chain(modules: list[dict[str, Any]]) -> tuple[float, list[str]]:
-    """The longest chain of measured module durations along the engine's install order (``run_order`` of the modules
-    run): its seconds and its modules, first to last."""
+OrderOf = Callable[[Plan], dict[str, dict[str, bool]]]
+
+
+def critical_chain(modules: list[dict[str, Any]], order_of: OrderOf = run_order) -> tuple[float, list[str]]:
+    """The longest chain of measured module durations along the install order the run was scheduled by
+    (``order_of``, the engine's ``run_order`` unless told, of the modules run): its seconds and its modules, first to
+    last."""
     took = {m["module"]: span(m) for m in modules}
-    order = run_order(Plan(tuple(Step(name, Action.INSTALL) for name in took)))
+    order = order_of(Plan(tuple(Step(name, Action.INSTALL) for name in took)))
     finish: dict[str, float] = {}
     via: dict[str, str | None] = {}
 
@@ -117,6 +135,11 @@ def critical_chain(modules: list[dict[str, Any]]) -> tuple[float, list[str]]:
 def critical_path(modules: list[dict[str, Any]]) -> float:
     """Longest chain of measured module durations along the registry's install order (among the modules run)."""
     return critical_chain(modules)[0]
+
+
+def fresh_cluster(tmp: str, latency: str | None) -> SimCluster:
+    """A simulated cluster in ``<tmp>/cluster`` (stopped with this process), under the latency model ``latency``."""
+    return SimCluster(Path(tmp) / "cluster", die_with_parent=True, latency=latency)
 
 
 class Bench:
@@ -158,12 +181,13 @@ class Bench:
             cluster.kubectl("apply", "-f", "-", input=json.dumps(cc))
         return cls(cluster, base)
 
-    def run_hook(self, sample: bool = False) -> HookRun:
+    def run_hook(self, sample: bool = False, hook: Path = HOOK) -> HookRun:
         """The hook on the full path (no binding context), timed from its launch; with ``sample``, the memory of
-        its process tree sampled meanwhile."""
+        its process tree sampled meanwhile. ``hook``: the script to run (:data:`V341_HOOK`: the same hook with
+        v3.4.1's order imposed)."""
         before, cluster = resource.getrusage(resource.RUSAGE_CHILDREN), self.cluster_cpu()
         started, start = time.time(), time.monotonic()
-        proc = subprocess.Popen([sys.executable, str(HOOK)], env=self.env, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, str(hook)], env=self.env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
         memory = TreeMemory(proc.pid) if sample else None
         if memory:
@@ -256,8 +280,7 @@ def scale(args: argparse.Namespace) -> int:
 
 def _scale(args: argparse.Namespace, sizes: list[int]) -> int:
     figures: dict[int, dict[str, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
-                                                                              die_with_parent=True) as cluster:
+    with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, fresh_cluster(tmp, args.latency) as cluster:
         bench = Bench.installed(cluster, Path(tmp) / "kubesphere")
         bench.hook()
         switch = by_name()[args.module].enabled.paths[0]
@@ -349,12 +372,12 @@ def breakdown(module: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def queued(modules: list[dict[str, Any]]) -> dict[str, float]:
+def queued(modules: list[dict[str, Any]], order_of: OrderOf = run_order) -> dict[str, float]:
     """Per module: seconds from when it could start (its last predecessor in this run finished, or the first module
     started) to when it started: a wait for a free slot (KS_MAX_PARALLEL) plus the executor's poll."""
     ends = {m["module"]: at(m["end"]) for m in modules}
     first = min(at(m["start"]) for m in modules)
-    order = run_order(Plan(tuple(Step(name, Action.INSTALL) for name in ends)))
+    order = order_of(Plan(tuple(Step(name, Action.INSTALL) for name in ends)))
     out = {}
     for m in modules:
         ready = max((ends[d] for d in order[m["module"]]), default=first)
@@ -584,8 +607,7 @@ def all_components(args: argparse.Namespace) -> int:
     patch = switch_all_on(spec, tuple(n for n in (args.leave_off or "").split(",") if n))
     print(f"every component on (from the registry): {json.dumps(patch, separators=(',', ':'))}", flush=True)
     with telemetry_receiver() as url:
-        with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
-                                                                                  die_with_parent=True) as cluster:
+        with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, fresh_cluster(tmp, args.latency) as cluster:
             bench = Bench.installed(cluster, Path(tmp) / "kubesphere")
             bench.env["KS_TELEMETRY_URL"] = url
             first = bench.run_hook()
@@ -598,8 +620,7 @@ def all_components(args: argparse.Namespace) -> int:
             keep(args.logs, "all-on-edit", edit, bench)
             assert edit.memory is not None
             report_memory(edit.memory, limit)
-        with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
-                                                                                  die_with_parent=True) as cluster:
+        with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, fresh_cluster(tmp, args.latency) as cluster:
             bench = Bench.installed(cluster, Path(tmp) / "kubesphere", patch)
             bench.env["KS_TELEMETRY_URL"] = url
             fresh = bench.run_hook(sample=True)
@@ -614,6 +635,190 @@ def all_components(args: argparse.Namespace) -> int:
     return 0
 
 
+class ConditionTimes(threading.Thread):
+    """Watches the cc from the bench: the epoch seconds at which each of its conditions was first seen True."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        super().__init__(daemon=True)
+        self.kubeconfig = kubeconfig
+        self.seen: dict[str, float] = {}
+        self.watching = threading.Event()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        from kubernetes import client, config, watch
+
+        api = client.CustomObjectsApi(config.new_client_from_config(str(self.kubeconfig)))
+        with contextlib.suppress(Exception):  # the cluster stops under it at the end
+            for event in watch.Watch().stream(api.list_namespaced_custom_object, CC_GROUP, CC_VERSION, NAMESPACE,
+                                              CC_PLURAL, field_selector="metadata.name=ks-installer",
+                                              timeout_seconds=3600):
+                now = time.time()
+                self.watching.set()
+                for condition in (event["object"].get("status") or {}).get("conditions") or []:
+                    if condition.get("status") == "True":
+                        self.seen.setdefault(condition["type"], now)
+                if self.done.is_set():
+                    return
+
+    def __enter__(self) -> ConditionTimes:
+        self.start()
+        if not self.watching.wait(60):
+            raise SystemExit("could not watch cc ks-installer")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+
+
+@dataclass
+class OrderRun:
+    """One fresh install under one schedule: seconds from the hook's launch to each figure."""
+
+    run: HookRun
+    timeline: dict[str, Any]
+    order_of: OrderOf
+    console: float
+    """ConsoleReady: ks-apiserver and ks-console Available once the console's modules are in (the cc's condition)."""
+    welcome: float
+    """The welcome box (kubesphere_running written)."""
+    ready: float
+    """The cc's Ready condition (every module of the run in)."""
+
+    @property
+    def path(self) -> tuple[float, list[str]]:
+        """The critical path of the modules' measured durations along the order the run was scheduled by."""
+        return critical_chain(self.timeline["modules"], self.order_of)
+
+    @property
+    def over_path(self) -> float:
+        """The install (the hook's wall) over its critical path."""
+        return self.run.seconds / self.path[0]
+
+
+def held_by(modules: list[dict[str, Any]], order_of: OrderOf) -> dict[str, str | None]:
+    """Per module, the predecessor (by ``order_of``) that ended last: what it waited for (None: nothing)."""
+    ends = {m["module"]: at(m["end"]) for m in modules}
+    order = order_of(Plan(tuple(Step(name, Action.INSTALL) for name in ends)))
+    return {name: max(order[name], key=ends.__getitem__, default=None) for name in ends}
+
+
+def report_order_run(title: str, result: OrderRun) -> None:
+    """When the console, the box and Ready came; the critical path; per module its span, readiness waits and what
+    held it back; the chain of waits that led to ConsoleReady (a dependency such as ks-core's on OpenLDAP shows
+    there)."""
+    run, modules = result.run, sorted(result.timeline["modules"], key=lambda m: m["start"])
+    launched = dt.datetime.fromtimestamp(run.started, dt.UTC)
+
+    def since(stamp: str) -> float:
+        return (at(stamp) - launched).total_seconds()
+
+    path, chain = result.path
+    by = held_by(modules, result.order_of)
+    print(f"{title}: ConsoleReady {result.console:.1f}s, welcome box {result.welcome:.1f}s, Ready {result.ready:.1f}s "
+          f"after launch (hook wall {run.seconds:.1f}s, modules run: {ran(run.log)}, load average {run.load:.1f} on "
+          f"{os.cpu_count()} cores)", flush=True)
+    print(f"  critical path {path:.1f}s: {' -> '.join(chain)}; install / critical path {result.over_path:.2f}")
+    print(f"    {'module':<15}{'start':>6}{'end':>7}{'wall':>7}{'wait':>7}  held by (its predecessor that ended last)")
+    for m in modules:
+        name, parts = m["module"], breakdown(m)
+        before = by[name]
+        held = f"{before} (ended {since(next(x['end'] for x in modules if x['module'] == before)):.1f}s)" \
+            if before else "-"
+        print(f"   {'*' if name in chain else ' '}{name:<15}{since(m['start']):6.1f}{since(m['end']):7.1f}"
+              f"{span(m):7.1f}{parts['wait']:7.1f}  {held}")
+    named = {m["module"]: m for m in modules}
+    console, links = next((n for n in ("ks-config", "ks-core") if n in named), None), []
+    while console is not None:
+        m = named[console]
+        links.append(f"{console} {since(m['start']):.1f}-{since(m['end']):.1f}s (readiness waits "
+                     f"{breakdown(m)['wait']:.1f}s)")
+        console = by[console]
+    print(f"  ConsoleReady's chain: {' -> '.join(reversed(links))} -> ConsoleReady {result.console:.1f}s")
+
+
+def order_run(bench: Bench, hook: Path, order_of: OrderOf) -> OrderRun:
+    """A fresh install by ``hook`` on ``bench``'s cluster, with the cc's conditions watched meanwhile."""
+    with ConditionTimes(bench.cluster.kubeconfig) as conditions:
+        run = bench.run_hook(hook=hook)
+    running = (bench.base / "playbooks" / "kubesphere_running").stat().st_mtime
+    missing = {"ConsoleReady", "Ready"} - conditions.seen.keys()
+    if missing:
+        raise SystemExit(f"the install ended without {sorted(missing)} True:\n{run.log[-3000:]}")
+    return OrderRun(run, bench.timeline(), order_of, conditions.seen["ConsoleReady"] - run.started,
+                    running - run.started, conditions.seen["Ready"] - run.started)
+
+
+def latency_model(latency: str | None) -> str:
+    """One line on the simulated cluster's latency model."""
+    if latency is None:
+        return "latency model: none (every pod Ready once scheduled: the engine's and Ansible's time only)"
+    return (f"latency model {latency!r} (hack/simcluster.py POD_READY_SECONDS): a pod is Ready after its images' "
+            f"pulls at {PULL_MB_PER_SECOND} MB/s (PULL_SIZES_MB), {INIT_CONTAINER_SECONDS}s per init container and "
+            f"its containers' readinessProbe.initialDelaySeconds (startupProbe: initialDelaySeconds + periodSeconds "
+            f"x {STARTUP_FAILED_PROBES}); a Job's pod completes {JOB_SECONDS}s after it started")
+
+
+def compare_orders(args: argparse.Namespace) -> int:
+    """This installer's schedule against v3.4.1's order (:mod:`v341_order`), each a fresh install on a fresh
+    cluster under the same latency model, for the default cc and for every component on; the figures as ratios."""
+    spec = yaml.safe_load((REPO / "deploy" / "cluster-configuration.yaml").read_text())["spec"]
+    configs = {"default cc": None, ALL_ON: switch_all_on(spec, tuple(
+        n for n in (args.leave_off or "").split(",") if n))}
+    schedules = {OURS: (HOOK, run_order), V341: (V341_HOOK, v341_run_order)}
+    print(latency_model(args.latency))
+    print("v3.4.1's order: " + " -> ".join(",".join(p) if p else "(every other module, in parallel)" for p in PHASES)
+          + "; each run once, on a fresh cluster", flush=True)
+    results: dict[tuple[str, str], OrderRun] = {}
+    with telemetry_receiver() as url:
+        for cc_name, patch in configs.items():
+            for schedule, (hook, order_of) in schedules.items():
+                with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, \
+                        fresh_cluster(tmp, args.latency) as cluster:
+                    bench = Bench.installed(cluster, Path(tmp) / "kubesphere", patch)
+                    bench.env["KS_TELEMETRY_URL"] = url
+                    result = results[cc_name, schedule] = order_run(bench, hook, order_of)
+                    report_order_run(f"\n{cc_name}, {schedule}", result)
+                    keep(args.logs, f"{cc_name}-{schedule}".replace(" ", "-").replace("'", ""), result.run, bench)
+    print(f"\n{latency_model(args.latency)}")
+    return 0 if summary(results, list(configs)) else 1
+
+
+GOALS = {"console": 0.5, "ready": 0.75}
+"""With every component on: this installer's ConsoleReady and Ready over v3.4.1's order's, at most."""
+PATH_GOAL = 1.05
+"""This installer's install over its critical path, at most."""
+
+
+def summary(results: dict[tuple[str, str], OrderRun], configs: list[str]) -> bool:
+    """The table of :func:`compare_orders`; whether every goal is met."""
+    print("seconds from the hook's launch; ratio = this installer / v3.4.1's order (both run by this engine)")
+    print(f"{'':<24}" + "".join(f"{cc:>34}" for cc in configs))
+    print(f"{'figure':<24}" + f"{'ours':>12}{'v3.4.1':>10}{'ratio':>12}" * len(configs) + "   goal")
+    met = []
+    for label, key in (("ConsoleReady", "console"), ("welcome box", "welcome"), ("Ready", "ready")):
+        row = f"{label:<24}"
+        for cc in configs:
+            ours, theirs = getattr(results[cc, OURS], key), getattr(results[cc, V341], key)
+            row += f"{ours:12.1f}{theirs:10.1f}{ours / theirs:12.2f}"
+        if key in GOALS:
+            ok = getattr(results[ALL_ON, OURS], key) / getattr(results[ALL_ON, V341], key) <= GOALS[key]
+            met.append(ok)
+            row += f"   <= {GOALS[key]:.2f} with every component on: {'met' if ok else 'MISSED'}"
+        print(row)
+    row = f"{'install / critical path':<24}"
+    for cc in configs:
+        row += f"{results[cc, OURS].over_path:12.2f}{results[cc, V341].over_path:10.2f}{'':>12}"
+    ok = all(results[cc, OURS].over_path <= PATH_GOAL for cc in configs)
+    met.append(ok)
+    print(row + f"   <= {PATH_GOAL:.2f}, ours: {'met' if ok else 'MISSED'}")
+    print(f"{'critical path (s)':<24}" + "".join(
+        f"{results[cc, OURS].path[0]:12.1f}{results[cc, V341].path[0]:10.1f}{'':>12}" for cc in configs))
+    for cc in configs:
+        for schedule in (OURS, V341):
+            print(f"critical path, {cc}, {schedule}: {' -> '.join(results[cc, schedule].path[1])}")
+    return all(met)
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=_positive, default=3)
@@ -624,14 +829,22 @@ def main() -> int:
                         help="every component on: one edit, then a fresh install; time, where it goes, memory")
     parser.add_argument("--leave-off", metavar="MODULES",
                         help="with --all-components: these modules (comma-separated) stay off, e.g. gatekeeper")
-    parser.add_argument("--logs", type=Path, help="with --all-components: write each hook run's log in this directory")
+    parser.add_argument("--logs", type=Path, help="with --all-components or --compare-v341-order: write each hook "
+                        "run's log and timeline in this directory")
+    parser.add_argument("--latency", choices=LATENCY_MODELS,
+                        help="the simulated clusters' latency model (hack/simcluster.py): pods Ready after their "
+                             "image pulls and probes' delays; default: at once")
+    parser.add_argument("--compare-v341-order", action="store_true",
+                        help="fresh installs (default cc, every component on) by this installer's schedule and by "
+                             "v3.4.1's order (hack/v341_order.py): ConsoleReady, the box and Ready as ratios")
     args = parser.parse_args()
     if args.scale:
         return scale(args)
+    if args.compare_v341_order:
+        return compare_orders(args)
     if args.all_components:
         return all_components(args)
-    with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, SimCluster(Path(tmp) / "cluster",
-                                                                              die_with_parent=True) as cluster:
+    with tempfile.TemporaryDirectory(prefix="ks-bench-") as tmp, fresh_cluster(tmp, args.latency) as cluster:
         bench = Bench.installed(cluster, Path(tmp) / "kubesphere")
 
         first, log = bench.hook()
