@@ -27,10 +27,17 @@ shell-operator runs it:
    install with every component on from the start, and when its console was ready (the welcome box) against the
    default install's. ``--leave-off`` keeps some modules off (what one of them costs the others); the telemetry
    module reports to a receiver on loopback.
+7. ``--compare-v341-order`` (with ``--latency probes``: the simulated clusters' latency model, where pods are Ready
+   after their image pulls and probes' delays): fresh installs of the default cc and of every component on, each by
+   this installer's schedule and by v3.4.1's order (``hack/v341_order.py``: the same hook, v3.4.1's phases imposed
+   on the executor's order), each on a fresh cluster and run once: ConsoleReady (the cc's condition: ks-apiserver
+   and ks-console Available, watched from the bench), the welcome box and Ready from the hook's launch, as ratios
+   ours / v3.4.1's order; each install against its critical path; per module what held it back.
 
     .venv/bin/python hack/bench.py [--rounds 3] [--module metrics_server]
     .venv/bin/python hack/bench.py --scale 3,100,500 [--namespaces 2000]
     .venv/bin/python hack/bench.py --all-components [--leave-off gatekeeper] [--logs DIR]
+    .venv/bin/python hack/bench.py --latency probes --compare-v341-order [--logs DIR]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import argparse
 import contextlib
 import copy
 import datetime as dt
+import itertools
 import json
 import os
 import re
@@ -719,6 +727,11 @@ def report_order_run(title: str, result: OrderRun) -> None:
           f"after launch (hook wall {run.seconds:.1f}s, modules run: {ran(run.log)}, load average {run.load:.1f} on "
           f"{os.cpu_count()} cores)", flush=True)
     print(f"  critical path {path:.1f}s: {' -> '.join(chain)}; install / critical path {result.over_path:.2f}")
+    links = [m for m in modules if m["module"] in chain]  # in start order, as ``modules``
+    gaps = sum(since(b["start"]) - since(a["end"]) for a, b in itertools.pairwise(links))
+    print(f"  beyond it: {since(modules[0]['start']):.1f}s from launch to the first module (interpreter, imports, "
+          f"reads, plan), {gaps:.1f}s between the chain's modules (the executor's poll), "
+          f"{run.seconds - max(since(m['end']) for m in modules):.1f}s after the last one (welcome box, status)")
     print(f"    {'module':<15}{'start':>6}{'end':>7}{'wall':>7}{'wait':>7}  held by (its predecessor that ended last)")
     for m in modules:
         name, parts = m["module"], breakdown(m)
