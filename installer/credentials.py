@@ -11,6 +11,7 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 
@@ -105,13 +106,13 @@ def public_key_problem(key: object, what: str) -> str | None:
     return f"{what} has a {type(key).__name__} key (RSA or EC expected)"
 
 
-def webhook_url_problems(live: Mapping[str, object], rendered: Mapping[str, object]) -> list[str]:
+def webhook_url_problems(live: dict[str, Any], rendered: dict[str, Any]) -> list[str]:
     """The webhooks of the live configuration ``live`` that the installer registers (``rendered``) with a Service but
     that call a URL there: an apply cannot turn one into the other (the API wants exactly one of them)."""
     ours = {h.get("name"): h for h in rendered.get("webhooks") or [] if isinstance(h, dict)}
-    kind, name = rendered.get("kind"), (rendered.get("metadata") or {}).get("name")  # type: ignore[union-attr]
+    kind, name = rendered.get("kind"), (rendered.get("metadata") or {}).get("name")
     out = []
-    for hook in live.get("webhooks") or []:  # type: ignore[union-attr]
+    for hook in live.get("webhooks") or []:
         mine = ours.get(hook.get("name")) if isinstance(hook, dict) else None
         if mine is None or not (hook.get("clientConfig") or {}).get("url"):
             continue
