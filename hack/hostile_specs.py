@@ -9,7 +9,12 @@ With ``--state``, hostile contents of the installer's state Secret instead (nest
 inventories and times, forged writers, oversized entries): each must read as records or be refused with
 StateUnreadable, a short printable message naming the key; anything else is a BUG.
 
-    python hack/hostile_specs.py --count 1000 --seed 1 [--keep-dir DIR] [--state]
+With ``--found``, hostile credential Secrets as the installer may find them (kubesphere-secret, redis-secret, a
+webhook certificate: wrong types, bytes that are not text, short or blank values, weak or odd certificates): each must
+be kept, replaced (a certificate) or refused with a short printable message naming the Secret, never holding the
+planted value; anything else is a BUG.
+
+    python hack/hostile_specs.py --count 1000 --seed 1 [--keep-dir DIR] [--state | --found]
 """
 
 from __future__ import annotations
@@ -412,6 +417,102 @@ def run_state(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
     return dict(totals)
 
 
+# ---------------------------------------------------------------- credentials found in the cluster
+
+FOUND_NAMESPACE = "kubesphere-system"
+
+
+@functools.cache
+def _certificates() -> dict[str, dict[str, bytes]]:
+    """Certificates to plant, made once: good, with a 1024-bit CA valid 100 years, expired, for other names."""
+    import datetime as dt
+
+    from installer.certs import dns_names, generate
+
+    names = dns_names("ks-controller-manager", FOUND_NAMESPACE)
+    now = dt.datetime.now(dt.UTC)
+    return {"good": generate(names), "other-names": generate(["elsewhere.example"]),
+            "expired": generate(names, now=now - dt.timedelta(days=400), validity=dt.timedelta(days=365)),
+            "too-long": generate(names, validity=dt.timedelta(days=36500))}
+
+
+def _text(value: str | bytes) -> str:
+    import base64
+
+    raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass")
+    return base64.b64encode(raw).decode()
+
+
+def hostile_found(rng: random.Random) -> tuple[str, str, dict[str, Any]]:
+    """One hostile credential Secret: its kind, the Secret it stands for and the object as the API holds it."""
+    value = rng.choice([CANARY, "", " \n", CANARY + "\udcff", CANARY.encode() + b"\xff\xfe", CANARY * 500,
+                        "\x1b[31m" + CANARY, "a"])
+    secret_type = rng.choice([None, "Opaque", "Opaque", "kubernetes.io/tls", "kubernetes.io/service-account-token",
+                              "x\n[error] forged"])
+    kind = rng.choice(["core", "redis", "cert"])
+    if kind == "core":
+        key = rng.choice(["secret", "initAdminPassword", "token", "x\n[error] forged"])
+        return kind, "kubesphere-secret", {"type": secret_type, "data": {key: _text(value)}}
+    if kind == "redis":
+        data = rng.choice([{"auth": _text(value)}, {"auth": "%%%" + CANARY}, {}, {"other": _text(value)}])
+        return kind, "redis-secret", {"type": secret_type, "data": data}
+    planted = dict(rng.choice(list(_certificates().values())))
+    if rng.random() < 0.3:
+        planted[rng.choice(["ca.crt", "tls.crt", "tls.key"])] = value if isinstance(value, bytes) else \
+            value.encode("utf-8", "surrogatepass")
+    if rng.random() < 0.2:
+        planted.pop(rng.choice(["ca.crt", "tls.crt"]))
+    return kind, "ks-controller-manager-webhook-cert", {"type": secret_type,
+                                                         "data": {k: _text(v) for k, v in planted.items()}}
+
+
+def judge_found(kind: str, name: str, live: dict[str, Any]) -> str:
+    """What the installer does with ``live``: kept, replaced or generated; :class:`Refused` escapes."""
+    from installer import certs, core_secret, credentials, random_secret
+
+    if kind == "core":
+        if rule := credentials.type_problem(live.get("type"), (credentials.OPAQUE,)):
+            raise credentials.Refused(FOUND_NAMESPACE, name, rule)
+        current = credentials.decoded(FOUND_NAMESPACE, name, live["data"])
+        core_secret.desired_data(current, admin_exists=False, namespace=FOUND_NAMESPACE)
+        return "kept"
+    if kind == "redis":
+        random_secret.check_found(FOUND_NAMESPACE, name, "auth", live)
+        return "kept"
+    reason = certs.judge(live, certs.DEFAULT_LAYOUT, "ks-controller-manager", FOUND_NAMESPACE)
+    return "kept" if reason is None else "replaced"
+
+
+def run_found(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
+    """Generate ``count`` hostile credential Secrets and judge each as the installer's tasks do."""
+    from installer.credentials import Refused
+
+    rng = random.Random(seed)
+    totals: collections.Counter[str] = collections.Counter()
+    bugs: list[str] = []
+    for _ in range(count):
+        kind, name, live = hostile_found(rng)
+        try:
+            verdict = judge_found(kind, name, live)
+        except Refused as exc:
+            message = str(exc)
+            ok = message.startswith(f"Secret {FOUND_NAMESPACE}/{name}: ") and len(message) <= 1_000 \
+                and CANARY not in message and all(c.isprintable() for c in message)
+            verdict = "refused" if ok else "BUG"
+            if not ok:
+                bugs.append(f"{kind}: {message[:300]!r}")
+        except BaseException as exc:  # any escape is the finding
+            verdict = "BUG"
+            bugs.append(f"{kind}: uncaught {type(exc).__name__}: {str(exc)[:200]!r}")
+        totals[verdict] += 1
+    if not quiet:
+        print(f"found: {totals['kept']} kept, {totals['replaced']} replaced, {totals['refused']} refused, "
+              f"{totals['BUG']} BUG ({count} Secrets)")
+        for bug in bugs[:5]:
+            print(f"BUG {bug}")
+    return dict(totals)
+
+
 def run(count: int, seed: int, keep_dir: Path, shown: int = 5, quiet: bool = False,
         allowed: list[str] = KINDS) -> dict[str, int]:
     """Generate and plan ``count`` specs; print a summary and the first ``shown`` BUGs; return counts per verdict."""
@@ -447,10 +548,13 @@ def cli(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep-dir", type=Path, help="where the specs are written (default: a temporary dir)")
     parser.add_argument("--state", action="store_true", help="hostile state Secrets instead of specs")
+    parser.add_argument("--found", action="store_true", help="hostile credential Secrets instead of specs")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     if args.state:
         return 1 if run_state(args.count, args.seed).get("BUG") else 0
+    if args.found:
+        return 1 if run_found(args.count, args.seed).get("BUG") else 0
     if args.keep_dir:
         return 1 if run(args.count, args.seed, args.keep_dir).get("BUG") else 0
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:

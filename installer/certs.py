@@ -2,11 +2,14 @@
 
 The default layout is ks-controller-manager's: Secret ``ks-controller-manager-webhook-cert`` holds ``ca.crt``,
 ``tls.crt`` and ``tls.key`` (PEM), as upstream's chart made it: a CA of its own and a certificate for the webhook
-Service's DNS names signed by it. It is generated once and kept on later runs; it is replaced only when it is
-missing, unreadable, does not match the Service's names, is not signed by its CA, or either certificate expires
-within the renewal window. The CA certificate (public) goes into every webhook's ``caBundle``; the key never leaves
-the Secret and nothing here logs or returns it. Other modules name their own Secret, CA and key names
-(:class:`Layout`).
+Service's DNS names signed by it. It is generated once and kept on later runs; it is replaced (upstream's charts
+made a new one on every upgrade) when it is missing, unreadable, does not match the Service's names or its key, is
+not signed by its CA (or that is no CA), has a key weaker than RSA 2048 or EC 256 bits or a SHA-1 or MD5 signature,
+is not valid yet, is valid for longer than the layout allows (what its chart generated), or either certificate
+expires within the renewal window. A Secret of a type other than Opaque or kubernetes.io/tls is refused
+(:class:`~installer.credentials.Refused`). The CA certificate (public) goes into every webhook's ``caBundle``; the
+key never leaves the Secret and nothing here logs or returns it. Other modules name their own Secret, CA and key
+names (:class:`Layout`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -25,6 +29,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.adoption import take_over
+from installer.credentials import Refused, public_key_problem, type_problem
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "ks-controller-manager-webhook-cert"
@@ -32,6 +37,12 @@ CA_NAME = "ks-controller-manager-ca"
 CERT_NAME = "ks-core-admission-webhook"
 VALIDITY = dt.timedelta(days=3650)
 RENEW_BEFORE = dt.timedelta(days=30)
+#: The longest validity a found certificate may have: upstream's charts made theirs for 3650 days (one day of slack).
+MAX_VALIDITY = VALIDITY + dt.timedelta(days=1)
+#: How far in the future a found certificate's start may be (clock skew between its maker and here).
+SKEW = dt.timedelta(minutes=5)
+TYPES = ("Opaque", "kubernetes.io/tls")
+WEAK_HASHES = (hashes.SHA1, hashes.MD5)
 KEYS = ("ca.crt", "tls.crt", "tls.key")
 
 
@@ -45,6 +56,7 @@ class Layout:
     cert_name: str = CERT_NAME
     keys: tuple[str, str, str] = KEYS
     type: str = "Opaque"
+    max_validity: dt.timedelta = MAX_VALIDITY
 
     def to_secret(self, data: dict[str, bytes]) -> dict[str, str]:
         """The Secret's data of ``data`` (a CA certificate it lacks stays out)."""
@@ -116,7 +128,7 @@ def generate(names: list[str], now: dt.datetime | None = None, validity: dt.time
 
 
 def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = None,
-            renew_before: dt.timedelta = RENEW_BEFORE) -> str | None:
+            renew_before: dt.timedelta = RENEW_BEFORE, max_validity: dt.timedelta = MAX_VALIDITY) -> str | None:
     """Why ``data`` cannot be kept (a short reason without any secret value), or None when it is good. Without
     ``ca.crt`` (upstream's charts often kept only the certificate and key) the certificate alone is judged."""
     missing = [k for k in KEYS[1:] if not data.get(k)]
@@ -126,11 +138,18 @@ def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = 
         ca = x509.load_pem_x509_certificate(data["ca.crt"]) if data.get("ca.crt") else None
         cert = x509.load_pem_x509_certificate(data["tls.crt"])
         key = serialization.load_pem_private_key(data["tls.key"], password=None)
-    except ValueError:
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         return "unreadable certificate or key"
+    now = now or _now()
+    found = [("the CA certificate", ca)] if ca is not None else []
+    for what, certificate in [*found, ("the certificate", cert)]:
+        if reason := certificate_problem(certificate, what, now, max_validity):
+            return reason
+    if ca is not None and not is_ca(ca):
+        return "the CA certificate is not a CA"
     if ca is not None and not issued_by(cert, ca):
         return "certificate not signed by its CA"
-    if key.public_key().public_numbers() != cert.public_key().public_numbers():  # type: ignore[union-attr]
+    if key.public_key().public_bytes(*SPKI) != cert.public_key().public_bytes(*SPKI):
         return "key does not match the certificate"
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -138,10 +157,48 @@ def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = 
         return "certificate has no DNS names"
     if not set(names) <= set(san.get_values_for_type(x509.DNSName)):
         return "certificate does not cover the Service's DNS names"
-    deadline = (now or _now()) + renew_before
-    if min([cert.not_valid_after_utc, *([ca.not_valid_after_utc] if ca else [])]) <= deadline:
+    if not serves(cert):
+        return "the certificate is not for TLS servers (extended key usage)"
+    if min([cert.not_valid_after_utc, *([ca.not_valid_after_utc] if ca else [])]) <= now + renew_before:
         return "expires soon"
     return None
+
+
+SPKI = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def certificate_problem(cert: x509.Certificate, what: str, now: dt.datetime, max_validity: dt.timedelta) -> str | None:
+    """Why one certificate is too weak to keep: its key, its signature's hash, or its validity."""
+    if reason := public_key_problem(cert.public_key(), what):
+        return reason
+    try:
+        digest = cert.signature_hash_algorithm
+    except UnsupportedAlgorithm:
+        return f"{what} has a signature of an unknown algorithm"
+    if isinstance(digest, WEAK_HASHES):
+        return f"{what} is signed with {digest.name.upper()}"
+    if cert.not_valid_before_utc > now + SKEW:
+        return f"{what} is not valid before {cert.not_valid_before_utc:%Y-%m-%d}"
+    if cert.not_valid_after_utc - cert.not_valid_before_utc > max_validity:
+        days = (cert.not_valid_after_utc - cert.not_valid_before_utc).days
+        return f"{what} is valid for {days} days (at most {max_validity.days})"
+    return None
+
+
+def is_ca(cert: x509.Certificate) -> bool:
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False
+
+
+def serves(cert: x509.Certificate) -> bool:
+    """Whether a TLS client accepts ``cert`` for a server: no extended key usage, or one with serverAuth."""
+    try:
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        return True
+    return ExtendedKeyUsageOID.SERVER_AUTH in usages or ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE in usages
 
 
 def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
@@ -190,6 +247,24 @@ class CertOutcome:
     changed: bool
     reason: str
     ca_bundle: str
+    note: str = ""
+
+
+def judge(live: dict[str, Any], layout: Layout, service: str, namespace: str,
+          renew_before: dt.timedelta = RENEW_BEFORE) -> str | None:
+    """Why the found Secret ``live`` (``{}``: none) is to be replaced (None: kept); :class:`Refused` when it cannot be:
+    a type other than Opaque or kubernetes.io/tls (ServiceAccount token Secrets get their data rewritten)."""
+    if not live:
+        return "missing"
+    if rule := type_problem(live.get("type"), TYPES):
+        raise Refused(namespace, layout.secret, rule, "its type cannot change in place: delete it once its data is "
+                      "saved, and the installer generates a new certificate")
+    try:
+        current = layout.from_secret(live.get("data") or {})
+    except ValueError:
+        return "unreadable certificate or key"
+    return problem(current, required_names(service, namespace), renew_before=renew_before,
+                   max_validity=layout.max_validity)
 
 
 def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, service: str,
@@ -202,9 +277,9 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
         live = secrets.get(name=layout.secret, namespace=namespace).to_dict()
     except NotFoundError:
         live = {}
-    current = layout.from_secret(live.get("data") or {})
+    reason = judge(live, layout, service, namespace, renew_before)
+    current = layout.from_secret(live.get("data") or {}) if reason is None else {}
     labels = (live.get("metadata") or {}).get("labels") or {}
-    reason = problem(current, required_names(service, namespace), renew_before=renew_before) if live else "missing"
     wanted = {**MANAGED_BY, MODULE_LABEL: module}
     if reason is None and wanted.items() <= labels.items():
         return CertOutcome(False, "kept", base64.b64encode(trusted_bundle(api, namespace, service, current)).decode())
@@ -217,4 +292,7 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
     secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
                               force_conflicts=True)
     bundle = trusted_bundle(api, namespace, service, data) if reason is None else data["ca.crt"]
-    return CertOutcome(True, reason or "labelled", base64.b64encode(bundle).decode())
+    outcome = CertOutcome(True, reason or "labelled", base64.b64encode(bundle).decode())
+    if reason not in (None, "missing"):
+        outcome.note = f"Secret {namespace}/{layout.secret}: replaced the certificate found there: {reason}"
+    return outcome

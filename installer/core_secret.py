@@ -3,7 +3,9 @@
 The Secret holds ``secret`` (the JWT signing key; random unless ``authentication.jwtSecret`` is set), ``token``
 (the admin's static HS256 token, signed with it, as upstream's ``jwt.sh``) and ``initAdminPassword``.
 Generated values are kept on every later run; only a user-set ``jwtSecret`` replaces the key (and so the
-token). The admin ``User`` is created once, with the bcrypt hash of ``initAdminPassword`` as its password (as
+token). What is found is checked first (an Opaque Secret of UTF-8 text, a key of at least 32 characters, an initial
+password that meets KubeSphere's rule) and refused otherwise, naming the Secret and the rule. The admin ``User`` is
+created once, with the bcrypt hash of ``initAdminPassword`` as its password (as
 upstream's chart wrote the default one; KubeSphere's controller keeps a hash as it is); after that the user owns it
 (changing the password in the console must survive re-runs). Nothing here returns or logs a secret value.
 """
@@ -25,7 +27,8 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.adoption import LAST_APPLIED, take_over
-from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+from installer.credentials import OPAQUE, Refused, admin_password_problem, decoded, jwt_key_problem, type_problem
+from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL, NAMESPACE
 
 SECRET_NAME = "kubesphere-secret"
 DEFAULT_PASSWORD = "P@88w0rd"  # upstream's documented default, printed by the original installer too
@@ -63,21 +66,51 @@ def jwt_hs256(claims: dict[str, Any], key: str) -> str:
 
 
 def desired_data(current: dict[str, str], jwt_secret: str = "", admin_password: str | None = None,
-                 admin_exists: bool = False) -> dict[str, str]:
+                 admin_exists: bool = False, namespace: str = NAMESPACE) -> dict[str, str]:
     """The Secret's data (plain text) given what the cluster holds now.
 
     ``admin_password``: ``None`` when the spec has no ``authentication.adminPassword`` (upstream's default
-    password), ``""`` for a random one. ``initAdminPassword`` is set once, and only while there is no admin
-    ``User`` (an existing cluster keeps its admin's password).
+    password), ``""`` for a random one. ``initAdminPassword`` matters only while there is no admin ``User``: then the
+    spec's ``adminPassword`` wins over a found one, as upstream patched it in (see :func:`initial_password`); an
+    existing admin keeps its password and the key stays as it is. A found JWT key too short to sign tokens is
+    :class:`~installer.credentials.Refused` (replacing it would end every issued token and a member's trust).
     """
     key = jwt_secret or current.get("secret") or random_string(32)
+    if not jwt_secret and current.get("secret") and (rule := jwt_key_problem(key)):
+        raise Refused(namespace, SECRET_NAME, rule,
+                      "set authentication.jwtSecret in the cc (on a member cluster: the host's), or delete the key "
+                      "to have one generated (tokens signed with the old key stop working)")
     data = {"secret": key, "token": jwt_hs256(ADMIN_CLAIMS, key)}
-    if "initAdminPassword" in current:
-        data["initAdminPassword"] = current["initAdminPassword"]
-    elif not admin_exists:
-        default = DEFAULT_PASSWORD if admin_password is None else random_password()
-        data["initAdminPassword"] = admin_password or default
+    if admin_exists:
+        if "initAdminPassword" in current:
+            data["initAdminPassword"] = current["initAdminPassword"]
+    else:
+        data["initAdminPassword"] = initial_password(current.get("initAdminPassword"), admin_password, namespace)
     return data
+
+
+def initial_password(found: str | None, admin_password: str | None, namespace: str = NAMESPACE) -> str:
+    """The admin's initial password while there is no admin ``User``: the spec's ``adminPassword`` when set (``""``:
+    a new random one, as upstream generated it), else the ``initAdminPassword`` found, which must meet KubeSphere's
+    password rule, else upstream's default."""
+    if admin_password is not None:
+        return admin_password or random_password()
+    if found is None:
+        return DEFAULT_PASSWORD
+    if rule := admin_password_problem(found):
+        raise Refused(namespace, SECRET_NAME, rule,
+                      "set authentication.adminPassword in the cc, or delete the key to use the default password")
+    return found
+
+
+def overridden(current: dict[str, str], data: dict[str, str], namespace: str = NAMESPACE) -> list[str]:
+    """What the user should know about ``data`` replacing ``current``: a found ``initAdminPassword`` that the spec's
+    ``adminPassword`` replaced (names only)."""
+    found = current.get("initAdminPassword")
+    if found is not None and data.get("initAdminPassword") != found:
+        return [f"Secret {namespace}/{SECRET_NAME}: initAdminPassword replaced by spec.authentication.adminPassword "
+                "(no admin user exists yet, so the spec's password is the one the admin gets)"]
+    return []
 
 
 def password_hash(password: str) -> str:
@@ -102,6 +135,7 @@ class CoreSecretOutcome:
 
     changed_keys: list[str] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -122,14 +156,18 @@ def ensure_core_secret(api: client.ApiClient, namespace: str, module: str, jwt_s
     except NotFoundError:
         live = None
         outcome.created.append(f"Secret/{namespace}/{SECRET_NAME}")
-    current = {k: base64.b64decode(v).decode() for k, v in ((live or {}).get("data") or {}).items()}
+    if live is not None and (rule := type_problem(live.get("type"), (OPAQUE,))):
+        raise Refused(namespace, SECRET_NAME, rule, "its type cannot change in place: move its data to an Opaque "
+                      "Secret of that name")
+    current = decoded(namespace, SECRET_NAME, (live or {}).get("data"))
     try:
         admin = users.get(name=ADMIN).to_dict()
     except NotFoundError:
         admin = None
     admin_exists = admin is not None
 
-    data = desired_data(current, jwt_secret, admin_password, admin_exists)
+    data = desired_data(current, jwt_secret, admin_password, admin_exists, namespace)
+    outcome.notes = overridden(current, data, namespace)
     outcome.changed_keys = sorted(k for k in data if current.get(k) != data[k]) if live else []
     live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
     if live is None or outcome.changed_keys or not labels.items() <= live_labels.items():

@@ -1,8 +1,10 @@
 """A Secret holding one generated credential: created once with a random value, then kept as it is.
 
 An existing Secret (also one created by hand or by an earlier installer) keeps every value it has; it only
-gains the module's labels and, if it lacks the key, a random value for it. Nothing here returns or logs a
-secret value.
+gains the module's labels and, if it lacks the key, a random value for it. A found one is checked first: an Opaque
+Secret whose key, when present, holds text that is not blank; else it is :class:`~installer.credentials.Refused`
+(upstream never replaced a found one either, and the servers and clients that read it would disagree until
+restarted). Nothing here returns or logs a secret value.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import base64
 import secrets
 import string
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.adoption import take_over
+from installer.credentials import OPAQUE, Refused, decoded, nonempty_problem, type_problem
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 
@@ -50,6 +54,8 @@ def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: 
         live = None
         outcome.created.append(f"Secret/{namespace}/{name}")
     data = dict((live or {}).get("data") or {})
+    if live is not None:
+        check_found(namespace, name, key, live)
     if key not in data:
         data[key] = base64.b64encode(random_letters(length).encode()).decode()
         if live is not None:
@@ -64,3 +70,15 @@ def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: 
         secrets_api.server_side_apply(body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
                                       force_conflicts=True)
     return outcome
+
+
+def check_found(namespace: str, name: str, key: str, live: dict[str, Any]) -> None:
+    """Refuse a found Secret that is not Opaque or whose ``key`` is present but blank."""
+    if rule := type_problem(live.get("type"), (OPAQUE,)):
+        raise Refused(namespace, name, rule, "its type cannot change in place: move its data to an Opaque Secret "
+                      "of that name")
+    found = (live.get("data") or {}).get(key)
+    value = decoded(namespace, name, {key: found}).get(key) if found is not None else None
+    if value is not None and (rule := nonempty_problem(key, value)):
+        raise Refused(namespace, name, rule, "put the password in it, or delete the key to have one generated "
+                      "(then restart what reads it)")

@@ -31,7 +31,7 @@ from installer.runner import unsafe_yaml, write_extravars
 PLUGINS_DIR = Path(__file__).resolve().parent / "render_plugins"
 """The recording action plugins (never on a real run's plugin path)."""
 RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_metadata",
-            "ks_random_secret", "ks_telemetry", "ks_alert_rules", "ks_failed")
+            "ks_random_secret", "ks_telemetry", "ks_alert_rules", "ks_failed", "ks_found_check")
 GENERATORS = ("ks_core_secret", "ks_random_secret", "ks_webhook_cert")
 """Tasks that write generated credentials: a render shows their Secrets as ``(generated)``, never a value."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from installer.ansible_tasks import TaskFailed
+from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import record_generated
 from installer.random_secret import ensure_random_secret
@@ -23,6 +24,8 @@ SUPPORTS_CHECK_MODE = False
 def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
         outcome = ensure_random_secret(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
+    except Refused as exc:  # names the Secret and the rule, never the value
+        raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     record_generated([("v1", "Secret", p["namespace"], p["name"])])

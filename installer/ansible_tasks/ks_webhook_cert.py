@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from installer.ansible_tasks import TaskFailed
-from installer.certs import Layout, ensure_webhook_cert
+from installer.ansible_tasks import WARNINGS_KEY, TaskFailed
+from installer.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
+from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import record_generated
 
@@ -20,6 +21,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "cert_name": {"type": "str", "default": "ks-core-admission-webhook"},
     "keys": {"type": "list", "elements": "str", "default": ["ca.crt", "tls.crt", "tls.key"], "no_log": False},
     "type": {"type": "str", "default": "Opaque"},
+    "max_validity_days": {"type": "int", "default": MAX_VALIDITY.days},
 }
 SUPPORTS_CHECK_MODE = False
 
@@ -28,10 +30,18 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     if len(p["keys"]) != 3:
         raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
     try:
-        layout = Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"])
         outcome = ensure_webhook_cert(api_client(), p["namespace"], p["module"], p["service"],
-                         dt.timedelta(days=p["renew_before_days"]), layout)
+                                      dt.timedelta(days=p["renew_before_days"]), layout(p))
+    except Refused as exc:  # names the Secret and the rule, never a key
+        raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no key material
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     record_generated([("v1", "Secret", p["namespace"], p["secret"])])
-    return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle}
+    return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle,
+            WARNINGS_KEY: [outcome.note] if outcome.note else []}
+
+
+def layout(p: dict[str, Any]) -> Layout:
+    """The certificate's :class:`Layout` from the task's arguments."""
+    return Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"],
+                  dt.timedelta(days=p["max_validity_days"]))

@@ -15,22 +15,23 @@ def _live(args: dict[str, Any]) -> dict[str, Any]:
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError
 
-    from installer.certs import Layout, problem, required_names, trusted_bundle
+    from installer.ansible_tasks.ks_webhook_cert import layout as task_layout
+    from installer.certs import judge, trusted_bundle
     from installer.kube import api_client
     from installer.settings import MANAGED_BY, MODULE_LABEL
 
-    layout = Layout(args["secret"], args["ca_name"], args["cert_name"], tuple(args["keys"]), args["type"])
+    layout = task_layout(args)
     secrets = DynamicClient(api_client()).resources.get(api_version="v1", kind="Secret")
     try:
         live = secrets.get(name=layout.secret, namespace=args["namespace"]).to_dict()
     except NotFoundError:
         return {"reason": "missing", "ca_bundle": GENERATED_CA}
-    current = layout.from_secret(live.get("data") or {})
-    reason = problem(current, required_names(args["service"], args["namespace"]))
+    reason = judge(live, layout, args["service"], args["namespace"])
     if reason is not None:
         return {"reason": reason, "ca_bundle": GENERATED_CA}
     labels = (live.get("metadata") or {}).get("labels") or {}
     wanted = {**MANAGED_BY, MODULE_LABEL: args["module"]}
+    current = layout.from_secret(live.get("data") or {})
     bundle = trusted_bundle(api_client(), args["namespace"], args["service"], current)
     return {"reason": "kept" if wanted.items() <= labels.items() else "labelled",
             "ca_bundle": base64.b64encode(bundle).decode()}

@@ -146,13 +146,13 @@ def test_config_change_rolls_the_readers(installed: Installer) -> None:
 
 
 def test_user_jwt_secret_and_admin_password(core: Installer) -> None:
-    core.apply_cc(authentication={"jwtSecret": "a-secret-chosen-by-the-user", "adminPassword": ""})
+    core.apply_cc(authentication={"jwtSecret": "a-secret-chosen-by-the-user-of-32-chars", "adminPassword": ""})
     core.reconcile_ok()
     secret = secret_data(core)
-    assert secret["secret"] == "a-secret-chosen-by-the-user"
+    assert secret["secret"] == "a-secret-chosen-by-the-user-of-32-chars"
     assert secret["initAdminPassword"] != "P@88w0rd" and len(secret["initAdminPassword"]) == 16
-    assert kubesphere_yaml(core)["authentication"]["jwtSecret"] == "a-secret-chosen-by-the-user"
-    assert not any("a-secret-chosen-by-the-user" in p.read_text(errors="replace")
+    assert kubesphere_yaml(core)["authentication"]["jwtSecret"] == "a-secret-chosen-by-the-user-of-32-chars"
+    assert not any("a-secret-chosen-by-the-user-of-32-chars" in p.read_text(errors="replace")
                    for p in core.results.rglob("*") if p.is_file())
     # Clearing jwtSecret keeps the key (and so every issued token) instead of generating a new one.
     core.apply_cc(authentication={"jwtSecret": "", "adminPassword": ""})

@@ -173,3 +173,78 @@ def test_webhook_ca_is_the_issuer_in_a_bundle_of_the_service(monkeypatch: pytest
     monkeypatch.setattr(certs.client, "AdmissionregistrationV1Api", lambda _api: api)
     assert certs.webhook_ca(None, "ns", "svc", made["tls.crt"]) == made["ca.crt"]  # type: ignore[arg-type]
     assert certs.webhook_ca(None, "ns", "svc", certs.generate(["x"])["tls.crt"]) is None  # type: ignore[arg-type]
+
+
+def planted(names: list[str], ca_key: Any = None, key: Any = None, days: int = 365, start_in: int = 0,
+            ca_is_ca: bool = True) -> dict[str, bytes]:
+    """A CA and a serving certificate as someone else may have made them (key sizes and validity chosen)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    ca_key = ca_key or rsa.generate_private_key(65537, 2048)
+    key = key or rsa.generate_private_key(65537, 2048)
+    start = dt.datetime.now(dt.UTC) + dt.timedelta(days=start_in) - dt.timedelta(minutes=1)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "planted")])
+
+    def build(public: Any, ca: bool) -> x509.CertificateBuilder:
+        return (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(public)
+                .serial_number(x509.random_serial_number()).not_valid_before(start)
+                .not_valid_after(start + dt.timedelta(days=days))
+                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+
+    signing = hashes.SHA256()
+    ca = build(ca_key.public_key(), ca_is_ca).sign(ca_key, signing)
+    cert = build(key.public_key(), False).add_extension(
+        x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False).sign(ca_key, signing)
+    pem = serialization.Encoding.PEM
+    return {"ca.crt": ca.public_bytes(pem), "tls.crt": cert.public_bytes(pem),
+            "tls.key": key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())}
+
+
+def test_weak_or_odd_certificates_found_are_replaced() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    assert certs.problem(planted(NAMES), NAMES) is None
+    assert certs.problem(planted(NAMES, key=ec.generate_private_key(ec.SECP256R1())), NAMES) is None
+    cases = {
+        "the CA certificate has a 1024-bit RSA key (at least 2048)":
+            planted(NAMES, ca_key=rsa.generate_private_key(65537, 1024), days=36500),
+        "the certificate has a 1024-bit RSA key (at least 2048)":
+            planted(NAMES, key=rsa.generate_private_key(65537, 1024)),
+        "the certificate has a 192-bit EC key (at least 256)":
+            planted(NAMES, key=ec.generate_private_key(ec.SECP192R1())),
+        "the CA certificate is valid for 36500 days (at most 3651)": planted(NAMES, days=36500),
+        "the CA certificate is not a CA": planted(NAMES, ca_is_ca=False),
+    }
+    for reason, data in cases.items():
+        assert certs.problem(data, NAMES) == reason
+    later = planted(NAMES, start_in=2)
+    assert certs.problem(later, NAMES) == f"the CA certificate is not valid before {later_start(later)}"
+    # notification-manager's chart made its certificate for 36500 days: its layout allows that much, not more.
+    assert certs.problem(planted(NAMES, days=36500), NAMES, max_validity=dt.timedelta(days=36501)) is None
+
+
+def later_start(data: dict[str, bytes]) -> str:
+    return f"{x509.load_pem_x509_certificate(data['ca.crt']).not_valid_before_utc:%Y-%m-%d}"
+
+
+def test_a_replaced_certificate_says_why_and_a_foreign_type_is_refused(secrets: FakeSecrets) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from installer.credentials import Refused
+
+    weak = planted(NAMES, ca_key=rsa.generate_private_key(65537, 1024))
+    secrets.stored = {"type": "Opaque", "metadata": {"labels": {}},
+                      "data": {k: base64.b64encode(v).decode() for k, v in weak.items()}}
+    outcome = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    assert outcome.changed and outcome.note == (
+        "Secret kubesphere-system/ks-controller-manager-webhook-cert: replaced the certificate found there: the CA "
+        "certificate has a 1024-bit RSA key (at least 2048)")
+    assert _stored(secrets)["ca.crt"] != weak["ca.crt"] and certs.problem(_stored(secrets), NAMES) is None
+    secrets.stored = {"type": "kubernetes.io/service-account-token", "metadata": {"labels": {}}, "data": {}}
+    with pytest.raises(Refused) as refused:
+        certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    assert str(refused.value).startswith("Secret kubesphere-system/ks-controller-manager-webhook-cert: its type is "
+                                         "'kubernetes.io/service-account-token', not Opaque or kubernetes.io/tls; ")
+    assert secrets.stored["type"] == "kubernetes.io/service-account-token"  # left as it is

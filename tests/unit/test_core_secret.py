@@ -8,8 +8,18 @@ import hmac
 import json
 
 import bcrypt
+import pytest
 
-from installer.core_secret import ADMIN_CLAIMS, DEFAULT_PASSWORD, admin_user, desired_data, jwt_hs256, random_password
+from installer.core_secret import (
+    ADMIN_CLAIMS,
+    DEFAULT_PASSWORD,
+    admin_user,
+    desired_data,
+    jwt_hs256,
+    overridden,
+    random_password,
+)
+from installer.credentials import Refused
 
 
 def test_jwt_hs256_matches_the_reference_vector() -> None:
@@ -31,9 +41,9 @@ def test_admin_token_is_signed_with_the_secret() -> None:
 def test_generated_values_are_stable() -> None:
     first = desired_data({}, admin_password="")
     assert len(first["secret"]) == 32 and first["secret"].isalnum()
-    assert desired_data(first, admin_password="") == first
+    assert desired_data(first, admin_password="", admin_exists=True) == first
     # Clearing or omitting jwtSecret later keeps the key; a changed adminPassword does not reset the password.
-    assert desired_data(first, jwt_secret="", admin_password="Other1234") == first
+    assert desired_data(first, jwt_secret="", admin_password="Other1234", admin_exists=True) == first
     assert desired_data({}) != desired_data({})
 
 
@@ -43,7 +53,7 @@ def test_a_user_set_jwt_secret_replaces_the_key_and_the_token() -> None:
     assert rotated["secret"] == "chosen-by-the-user"
     assert rotated["token"] == jwt_hs256(ADMIN_CLAIMS, "chosen-by-the-user") != first["token"]
     assert rotated["initAdminPassword"] == "Passw0rdX"
-    assert desired_data(rotated, jwt_secret="chosen-by-the-user") == rotated
+    assert desired_data(rotated, jwt_secret="chosen-by-the-user", admin_exists=True) == rotated
 
 
 def test_initial_admin_password() -> None:
@@ -70,3 +80,35 @@ def test_admin_user_object() -> None:
     hashed = user["spec"]["password"]  # as upstream's chart stored the default password: never in plain text
     assert hashed.startswith("$2a$10$") and "Str0ngPass" not in hashed
     assert bcrypt.checkpw(b"Str0ngPass", hashed.encode()) and not bcrypt.checkpw(b"Str0ngPasS", hashed.encode())
+
+
+def test_a_found_jwt_key_too_short_is_refused_unless_the_spec_sets_one() -> None:
+    with pytest.raises(Refused) as refused:
+        desired_data({"secret": "a"}, admin_exists=True)
+    assert str(refused.value).startswith("Secret kubesphere-system/kubesphere-secret: the JWT signing key (key "
+                                         "'secret') is shorter than 32 characters; set authentication.jwtSecret")
+    assert "'a'" not in str(refused.value)
+    assert desired_data({"secret": "a"}, jwt_secret="b" * 32, admin_exists=True)["secret"] == "b" * 32
+    assert desired_data({"secret": ""}, admin_exists=True)["secret"] != ""  # empty: generated, as when missing
+    kept = "K" * 32
+    assert desired_data({"secret": kept}, admin_exists=True)["secret"] == kept
+
+
+def test_the_specs_admin_password_wins_over_a_found_one_while_there_is_no_admin() -> None:
+    found = {"secret": "k" * 32, "initAdminPassword": "Planted-Passw0rd"}
+    data = desired_data(found, admin_password="Chosen-Passw0rd")
+    assert data["initAdminPassword"] == "Chosen-Passw0rd"
+    assert overridden(found, data) == ["Secret kubesphere-system/kubesphere-secret: initAdminPassword replaced by "
+                                       "spec.authentication.adminPassword (no admin user exists yet, so the spec's "
+                                       "password is the one the admin gets)"]
+    random = desired_data(found, admin_password="")["initAdminPassword"]  # empty: a new random one, as upstream
+    assert random not in ("Planted-Passw0rd", DEFAULT_PASSWORD) and len(random) == 16
+    # Without adminPassword in the spec, a found password that meets the rule is kept, a weak one refused.
+    kept = desired_data(found)
+    assert kept["initAdminPassword"] == "Planted-Passw0rd" and overridden(found, kept) == []
+    with pytest.raises(Refused, match="initAdminPassword does not meet KubeSphere's password rule: it needs at "
+                                      "least 8 characters, an uppercase letter, a digit; set authentication"):
+        desired_data({**found, "initAdminPassword": "weak"})
+    # An admin exists: the found key is left as it is, weak or not, and the spec's password changes nothing.
+    assert desired_data({**found, "initAdminPassword": "weak"}, admin_password="Chosen-Passw0rd",
+                        admin_exists=True)["initAdminPassword"] == "weak"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile_specs import KINDS, run, run_plan, run_state
+from hostile_specs import KINDS, run, run_found, run_plan, run_state
 
 SPEC = "apiVersion: installer.kubesphere.io/v1alpha1\nkind: ClusterConfiguration\nmetadata: {name: ks-installer}\n"
 
@@ -52,3 +52,9 @@ def test_hostile_state_secrets_read_or_are_refused_with_a_short_message() -> Non
     totals = run_state(150, 11, quiet=True)
     assert not totals.get("BUG"), totals
     assert totals.get("refused", 0) > 100
+
+
+def test_hostile_credentials_found_are_kept_replaced_or_refused_naming_the_secret() -> None:
+    totals = run_found(300, 3, quiet=True)
+    assert not totals.get("BUG"), totals
+    assert totals.get("refused", 0) > 100 and totals.get("replaced", 0) > 20 and totals.get("kept", 0) > 20

@@ -24,6 +24,8 @@ PASSWORD = "Pw-never-shown-4711"
 CALLS: dict[str, dict[str, Any]] = {
     "ks_alert_rules": {},
     "ks_core_secret": {"module": "ks-core", "namespace": "kubesphere-system", "admin_password": PASSWORD},
+    "ks_found_check": {"objects": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "n"},
+                                    "type": "kubernetes.io/service-account-token"}]},
     "ks_info": {"kind": "Namespace"},
     "ks_manifest": {"module": "redis", "definition": [], "state": "absent"},
     "ks_metadata": {"names": ["default"], "field_manager": "test"},

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from installer.credentials import password_missing
 from installer.settings import MODULE_LABEL
 
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
-#: What KubeSphere asks of a password, as (pattern, what the password lacks when it does not match).
-PASSWORD_RULES = ((r".{8,}", "at least 8 characters"), (r"[A-Z]", "an uppercase letter"),
-                  (r"[a-z]", "a lowercase letter"), (r"[0-9]", "a digit"))
 
 
 def ks_password_missing(password: str) -> list[str]:
     """What ``password`` lacks (empty when it is complex enough). Never includes the password itself."""
-    return [missing for pattern, missing in PASSWORD_RULES if not re.search(pattern, password or "", re.S)]
+    return password_missing(password)
 
 
 def ks_default_storage_classes(classes: list[dict[str, Any]]) -> list[str]:
