@@ -72,6 +72,8 @@ def etcd_client_certs(sim_cluster: SimCluster, tmp_path: Path) -> Iterator[None]
         (tmp_path / key).write_text(f"test {key}\n")
         files.append(f"--from-file={key}={tmp_path / key}")
     sim_cluster.kubectl("create", "namespace", "kubesphere-monitoring-system", check=False)
+    # An earlier test's platform may have left the installer's own (monitoring keeps credentials it made).
+    sim_cluster.kubectl("-n", "kubesphere-monitoring-system", "delete", "secret", ETCD_SECRET, "--ignore-not-found")
     sim_cluster.kubectl("-n", "kubesphere-monitoring-system", "create", "secret", "generic", ETCD_SECRET, *files)
     yield
     sim_cluster.kubectl("-n", "kubesphere-monitoring-system", "delete", "secret", ETCD_SECRET, "--ignore-not-found")
