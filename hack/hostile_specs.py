@@ -51,6 +51,12 @@ def _base_doc() -> dict[str, Any]:
     return doc
 
 
+def clean_refusal(message: str, prefix: str, limit: int) -> bool:
+    """A refusal as a user should read it: names what was refused first, short, printable, no value of the input."""
+    return message.startswith(prefix) and len(message) <= limit and CANARY not in message \
+        and all(c.isprintable() for c in message)
+
+
 def _base() -> dict[str, Any]:
     return copy.deepcopy(_base_doc())
 
@@ -401,8 +407,7 @@ def run_state(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
             verdict = "valid"
         except StateUnreadable as exc:
             message = str(exc)
-            ok = message.startswith(STATE_REF) and len(message) <= MAX_STATE_MESSAGE and CANARY not in message \
-                and all(c.isprintable() for c in message)
+            ok = clean_refusal(message, STATE_REF, MAX_STATE_MESSAGE)
             verdict = "refused" if ok else "BUG"
             if not ok:
                 bugs.append(f"{kind}: {message[:300]!r}")
@@ -496,8 +501,7 @@ def run_found(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
             verdict = judge_found(kind, name, live)
         except Refused as exc:
             message = str(exc)
-            ok = message.startswith(f"Secret {FOUND_NAMESPACE}/{name}: ") and len(message) <= 1_000 \
-                and CANARY not in message and all(c.isprintable() for c in message)
+            ok = clean_refusal(message, f"Secret {FOUND_NAMESPACE}/{name}: ", 1_000)
             verdict = "refused" if ok else "BUG"
             if not ok:
                 bugs.append(f"{kind}: {message[:300]!r}")
