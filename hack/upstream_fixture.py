@@ -32,7 +32,10 @@ HOW = {
     "kubectl-apply": "kubectl apply (client-side; server-side --force-conflicts when the last-applied annotation "
                      "would be too long, as upstream's fallback)",
     "helm": "helm upgrade --install of the vendored chart",
-    "kubectl-patch": "kubectl patch --type=merge (a Helm hook that was deleted on success)",
+    "kubectl-patch": "kubectl patch --type=merge (a Helm hook that was deleted on success, or a task's script)",
+    "helm-crds": "helm install creating the chart's crds/ (not part of the release: field manager helm, no label)",
+    "helm-create-namespace": "helm --create-namespace (a namespace without labels)",
+    "kubectl-label-namespace": "kubectl label namespace --overwrite (the labels listed)",
 }
 Obj = dict[str, Any]
 
@@ -123,7 +126,8 @@ def load(profile: str = "default") -> Fixture:
     manifest = json.loads((root / "manifest.json").read_text())
     modules: dict[str, list[Step]] = {}
     for module, records in manifest["modules"].items():
-        objects = json.loads((root / f"{module}.json").read_text())
+        shared = manifest.get("objects_from", {}).get(module)  # a module whose objects another profile holds
+        objects = json.loads((FIXTURES / (shared or profile) / f"{module}.json").read_text())
         steps = []
         for rec in records:
             count = len(rec["objects"])

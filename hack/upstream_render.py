@@ -54,7 +54,9 @@ API_VERSIONS = ("monitoring.coreos.com/v1", "batch/v1/CronJob", "policy/v1/PodDi
                 "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1")
 #: The roles (and other paths) unpacked from the tag (the whole tree does not unpack: two istio tarballs are absent).
 PATHS = ("roles/kubesphere-defaults", "roles/download", "roles/common", "roles/ks-core", "roles/ks-monitor",
-         "roles/preinstall", "deploy/cluster-configuration.yaml")
+         "roles/preinstall", "roles/ks-events", "roles/ks-auditing", "roles/ks-logging", "roles/ks-devops",
+         "roles/gatekeeper", "roles/ks-multicluster", "roles/ks-istio/files/jaeger", "roles/ks-istio/files/kiali",
+         "roles/ks-istio/templates", "roles/edgeruntime", "deploy/cluster-configuration.yaml")
 Obj = dict[str, Any]
 
 
@@ -114,7 +116,8 @@ Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.co
 
 def documents(text: str) -> list[Obj]:
     out = []
-    for doc in yaml.load_all(text, Loader=Loader):  # a SafeLoader
+    # Go's YAML reads ``\'`` in a double-quoted scalar as ``'`` (ks-devops' cluster templates hold it); PyYAML fails.
+    for doc in yaml.load_all(re.sub(r"\\'", "'", text), Loader=Loader):  # a SafeLoader
         if not doc:
             continue
         if doc.get("kind") == "List" and "items" in doc:
@@ -190,7 +193,7 @@ class Upstream:
         return [(f"{directory}/{n}", names[n]) for n in sorted(names)]
 
     def helm(self, release: str, chart: str, namespace: str, values: list[str], sets: tuple[str, ...] = (),
-             source: str = "") -> Step:
+             source: str = "", prepare: Callable[[Path], None] | None = None) -> Step:
         """``helm upgrade --install`` as ``helm template``: objects without the chart's CRDs (upstream applied
         them with kubectl first, so Helm skipped them), hooks deleted on success left out, generated values
         replaced by placeholders (found by rendering twice)."""
@@ -200,6 +203,12 @@ class Upstream:
                 with tarfile.open(chart_dir) as tar:
                     tar.extractall(tmp, filter="data")
                 chart_dir = next(Path(tmp).iterdir())
+            if prepare is not None:
+                if not chart.endswith(".tgz"):
+                    copied = Path(tmp) / "chart"
+                    __import__("shutil").copytree(chart_dir, copied)
+                    chart_dir = copied
+                prepare(chart_dir)
             files = []
             for i, text in enumerate(values):
                 path = Path(tmp) / f"values-{i}.yaml"
@@ -231,6 +240,23 @@ class Upstream:
         objects = [o for i, o in enumerate(objects) if keys[i] not in keys[i + 1:]]
         return Step("helm", objects, namespace, release, meta["name"], str(meta["version"]), source or chart,
                     hooks_deleted=hooks, certificate=cert, duplicates=duplicates)
+
+
+    def chart_crds(self, chart: str, source: str = "") -> Step:
+        """The CRDs of a chart's ``crds/`` directories (its subcharts' too), which ``helm install`` created itself
+        (not part of the release: no Helm label or annotation, field manager ``helm``)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            chart_dir = self.root / chart
+            if chart.endswith(".tgz"):
+                with tarfile.open(chart_dir) as tar:
+                    tar.extractall(tmp, filter="data")
+                chart_dir = next(Path(tmp).iterdir())
+            paths = sorted(p for p in chart_dir.rglob("*") if p.parent.name == "crds" and p.is_file()
+                           and p.suffix in (".yaml", ".yml", ".json"))
+            objects = [o for p in paths for o in documents(p.read_text())]
+        seen: set[str] = set()
+        unique = [o for o in objects if not (ident(o) in seen or seen.add(ident(o)))]
+        return Step("helm-crds", unique, source=source or f"{chart}/crds")
 
 
 def merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -380,15 +406,221 @@ def monitoring(up: Upstream) -> list[Step]:
     return steps
 
 
+LOGGING = "kubesphere-logging-system"
+#: What the tasks read from the cluster (``kubectl get node ... containerRuntimeVersion``, the node's address).
+CLUSTER_FACTS = {"logging_container_runtime": "containerd", "builder_container_runtime": "podman",
+                 "KS_JENKINS_PVC": "", "argocd_namespace": {"stdout": "argocd"},
+                 "ks_jwt_secret": {"stdout": "<generated:kubesphere-secret/secret>"}}
+#: The simulated cluster's first node's address (``kubectl get nodes -o jsonpath=...addresses[0].address``).
+NODE_IP = "10.244.0.1"
+
+
+def rendered_files(up: Upstream, role: str, names: list[str], v: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f"roles/{role}/templates/{n}.j2", up.template(f"roles/{role}/templates/{n}.j2", v)) for n in names]
+
+
+def basic_auth_secret(name: str, namespace: str, username: str, password: str, kind: str = "Opaque") -> Obj:
+    encode = lambda text: base64.b64encode(str(text).encode()).decode()  # noqa: E731
+    return {"apiVersion": "v1", "kind": "Secret", "type": kind, "metadata": {"name": name, "namespace": namespace},
+            "data": {"username": encode(username), "password": encode(password)}}
+
+
+def opensearch(up: Upstream) -> list[Step]:
+    """roles/common/tasks/opensearch-install.yaml: the credentials Secret, the master and data releases, the curator
+    and the dashboard."""
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    auth = v["common"]["opensearch"]["basicAuth"]
+    secret = basic_auth_secret("opensearch-credentials", LOGGING, auth["username"], auth["password"],
+                               "kubernetes.io/basic-auth")
+    tpl, files = "roles/common/templates", "roles/common/files/opensearch"
+    values = {n: up.template(f"{tpl}/custom-values-opensearch-{n}.yaml.j2", v)
+              for n in ("master", "data", "curator", "dashboard")}
+    steps = [Step("kubectl-create-secret", [secret], LOGGING, source="roles/common/tasks/opensearch-install.yaml"),
+             up.helm("opensearch-master", f"{files}/opensearch-2.6.0.tgz", LOGGING, [values["master"]]),
+             up.helm("opensearch-data", f"{files}/opensearch-2.6.0.tgz", LOGGING, [values["data"]]),
+             up.helm("opensearch-logging-curator", f"{files}/opensearch-curator-1.3.3.tgz", LOGGING,
+                     [values["curator"]])]
+    if (v["common"]["opensearch"].get("dashboard") or {}).get("enabled"):
+        steps.append(up.helm("opensearch-dashboard", f"{files}/opensearch-dashboards-2.6.0.tgz", LOGGING,
+                             [values["dashboard"]]))
+    return steps
+
+
+def fluentbit(up: Upstream) -> list[Step]:
+    """roles/common/tasks/fluentbit-install.yaml: ``kubectl apply`` of the operator (init) and of Fluent Bit."""
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    base, tpl = "roles/common/files/fluentbit-operator", "roles/common/templates"
+    init = up.files(f"{base}/init", {"custom-fluentbit-operator-deployment.yaml": up.template(
+        f"{tpl}/custom-fluentbit-operator-deployment.yaml.j2", v)})
+    bit = up.files(f"{base}/fluentbit", {"custom-fluentbit-fluentBit.yaml": up.template(
+        f"{tpl}/custom-fluentbit-fluentBit.yaml.j2", v)})
+    return [apply_step(up, init), apply_step(up, bit)]
+
+
+def minio(up: Upstream) -> list[Step]:
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    values = up.template("roles/common/templates/custom-values-minio.yaml.j2", v)
+    return [up.helm("ks-minio", "roles/common/files/minio-ha", "kubesphere-system", [values],
+                    ("fullnameOverride=minio",))]
+
+
+def fluentbit_resources(up: Upstream, role: str, module: str, v: dict[str, Any]) -> Step:
+    """The Fluent Bit inputs, filters and outputs a module's tasks rendered into fluentbit-operator/ and applied."""
+    names = [f"custom-output-opensearch-{module}.yaml", f"custom-input-{module}.yaml",
+             f"custom-filter-{module}.yaml"]
+    return apply_step(up, rendered_files(up, role, names, v))
+
+
+def events(up: Upstream) -> list[Step]:
+    """roles/ks-events: its CRDs (kubectl apply), release ks-events, its Fluent Bit resources."""
+    v = up.variables("ks-events", facts=CLUSTER_FACTS)
+    chart = "roles/ks-events/files/kube-events"
+    values = up.template("roles/ks-events/templates/custom-values-events.yaml.j2", v)
+    return [apply_step(up, up.files(f"{chart}/crds")), up.helm("ks-events", chart, LOGGING, [values]),
+            fluentbit_resources(up, "ks-events", "events", v)]
+
+
+def auditing(up: Upstream) -> list[Step]:
+    """roles/ks-auditing: release kube-auditing (Helm creating the chart's CRDs), its Fluent Bit resources."""
+    v = up.variables("ks-auditing", facts=CLUSTER_FACTS)
+    chart = "roles/ks-auditing/files/kube-auditing"
+    values = up.template("roles/ks-auditing/templates/custom-values.yaml.j2", v)
+    return [up.chart_crds(chart), up.helm("kube-auditing", chart, LOGGING, [values]),
+            fluentbit_resources(up, "ks-auditing", "auditing", v)]
+
+
+def logging(up: Upstream) -> list[Step]:
+    """roles/ks-logging: the Fluent Bit resources (its files, the rendered input and output, the containerd ones),
+    release logsidecar-injector."""
+    v = up.variables("ks-logging", facts=CLUSTER_FACTS)
+    role = "roles/ks-logging"
+    own = rendered_files(up, "ks-logging", ["custom-output-opensearch-logging.yaml", "custom-input-logging.yaml",
+                                             "custom-input-systemd.yaml"], v)
+    steps = [apply_step(up, sorted(up.files(f"{role}/files/fluentbit-operator") + own)),
+             apply_step(up, up.files(f"{role}/files/fluentbit-operator-cri"))]
+    if v["logging"].get("logsidecar", {}).get("enabled"):
+        values = up.template(f"{role}/templates/custom-values-logsidecar-injector.yaml.j2", v)
+        steps.append(up.helm("logsidecar-injector", f"{role}/files/logsidecar-injector", LOGGING, [values]))
+    return steps
+
+
+def devops(up: Upstream) -> list[Step]:
+    """roles/ks-devops: release devops of Argo CD (namespace argocd), the ks-devops chart's CRDs and s2i's (kubectl
+    apply), release devops of ks-devops, its S2I builder templates applied again with kubectl, the namespaces
+    labelled."""
+    v = up.variables("ks-devops", facts=CLUSTER_FACTS)
+    tpl, charts = "roles/ks-devops/templates", "roles/ks-devops/files/ks-devops/charts"
+    argocd = up.helm("devops", f"{charts}/argo-cd-4.4.0.tgz", "argocd",
+                     [up.template(f"{tpl}/argo-cd-values.yaml.j2", v)])
+    values = up.template(f"{tpl}/ks-devops-values.yaml.j2", v)
+    crds = up.chart_crds(f"{charts}/ks-devops-0.2.2.tgz")
+    chart = up.helm("devops", f"{charts}/ks-devops-0.2.2.tgz", "kubesphere-devops-system", [values])
+    s2i = [o for o in chart.objects if o["kind"] == "S2iBuilderTemplate"]
+    label = Step("kubectl-label-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": n, "labels": {"kubesphere.io/workspace": "system-workspace"}}} for n in ("kubesphere-devops-worker",
+                                                                                        "argocd")],
+                 source="roles/ks-devops/tasks/main.yaml")
+    return [argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
+            Step("kubectl-apply", s2i, "kubesphere-devops-system", source="helm template charts/s2i -s ..."), label]
+
+
+def gatekeeper(up: Upstream) -> list[Step]:
+    """roles/gatekeeper: release gatekeeper (Helm creating the CRDs and the namespace), the namespace labelled."""
+    v = up.variables("gatekeeper", facts=CLUSTER_FACTS)
+    chart = "roles/gatekeeper/files/gatekeeper"
+    values = up.template("roles/gatekeeper/templates/custom-values-gatekeeper.yaml.j2", v)
+    return [created_namespace("gatekeeper-system"), up.chart_crds(chart),
+            up.helm("gatekeeper", chart, "gatekeeper-system", [values]), labelled("gatekeeper-system")]
+
+
+def created_namespace(name: str) -> Step:
+    """``helm --create-namespace``: a bare namespace."""
+    return Step("helm-create-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+
+
+def labelled(name: str) -> Step:
+    return Step("kubectl-label-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": name, "labels": {"kubesphere.io/workspace": "system-workspace"}}}])
+
+
+def multicluster(up: Upstream) -> list[Step]:
+    """roles/ks-multicluster: tower (kubectl apply), kubefed's CRDs (kubectl apply), release kubefed, the federated
+    types (kubectl apply), the federated namespace of notifications, the patch of update_federated_crds.sh."""
+    v = up.variables("ks-multicluster", facts=CLUSTER_FACTS)
+    role = "roles/ks-multicluster"
+    tower = rendered_files(up, "ks-multicluster", ["tower.yaml"], v)
+    chart = f"{role}/files/kubefed/kubefed"
+    values = up.template(f"{role}/templates/custom-values-kubefed.yaml.j2", v)
+    crds = up.files(f"{chart}/charts/controllermanager/crds")
+    helm_crds = up.chart_crds(chart)
+    applied = {ident(o) for _, t in crds for o in documents(t)}
+    helm_crds.objects = [o for o in helm_crds.objects if ident(o) not in applied]
+    steps = [apply_step(up, tower, "kubesphere-system"), apply_step(up, crds), helm_crds,
+             up.helm("kubefed", chart, "kube-federation-system", [values]), labelled("kube-federation-system"),
+             apply_step(up, up.files(f"{role}/files/kubefed/federatedcrds"), "kube-federation-system"),
+             apply_step(up, up.files(f"{role}/files/notification"))]
+    script = (up.root / role / "files/notification/update_federated_crds.sh").read_text()
+    patched = re.findall(r"kubectl patch crd (\S+) --type=merge", script)
+    assert patched and "ks-controller-manager-webhook-cert" in script, "update_federated_crds.sh changed"
+    steps.append(Step("kubectl-patch", [], source=f"{role}/files/notification/update_federated_crds.sh", patches=[
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": crd},
+         "spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": "<generated:ks-core/ca.crt>"}}}}}
+        for crd in patched]))
+    return [s for s in steps if s.objects or s.patches]
+
+
+def servicemesh(up: Upstream) -> list[Step]:
+    """roles/ks-istio's releases jaeger-operator and kiali-operator (Helm creating their CRDs), the jaeger Secret
+    (kubectl apply of a dry-run create) and the Jaeger and Kiali resources. Istio itself (istioctl install from the
+    tag's tarballs, absent from the fetched checkout) is not rendered."""
+    v = up.variables("ks-istio", facts=CLUSTER_FACTS)
+    tpl, files = "roles/ks-istio/templates", "roles/ks-istio/files"
+    jaeger = f"{files}/jaeger/jaeger-operator-2.29.0.tgz"
+    kiali = f"{files}/kiali/kiali-operator-1.50.1.tgz"
+    auth = v["common"]["opensearch"]["basicAuth"]
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "jaeger-secret", "namespace": "istio-system",
+                                                                 "creationTimestamp": None},
+              "data": {"ES_PASSWORD": base64.b64encode(auth["password"].encode()).decode(),
+                       "ES_USERNAME": base64.b64encode(auth["username"].encode()).decode()}}
+    return [up.chart_crds(jaeger),
+            up.helm("jaeger-operator", jaeger, "istio-system", [up.template(f"{tpl}/custom-values-jaeger.yaml.j2", v)]),
+            Step("kubectl-apply", [secret], "istio-system", source="roles/ks-istio/tasks/jaeger-install.yaml"),
+            apply_step(up, rendered_files(up, "ks-istio", ["jaeger-cr.yaml"], v), "istio-system"),
+            up.chart_crds(kiali),
+            up.helm("kiali-operator", kiali, "istio-system", [up.template(f"{tpl}/custom-values-kiali.yaml.j2", v)]),
+            apply_step(up, rendered_files(up, "ks-istio", ["kiali-cr.yaml"], v), "istio-system")]
+
+
+def edgeruntime(up: Upstream) -> list[Step]:
+    """roles/edgeruntime: release cloudcore (Helm creating the namespace and the CRDs) with the node's address, the
+    namespace labelled."""
+    v = up.variables("edgeruntime", facts=CLUSTER_FACTS)
+    chart = "roles/edgeruntime/files/kubeedge/cloudcore"
+    values = up.template("roles/edgeruntime/templates/custom-values-kubeedge.yaml.j2", v)
+    return [created_namespace("kubeedge"), up.chart_crds(chart),
+            up.helm("cloudcore", chart, "kubeedge", [values], (f"cloudCore.cloudHub.advertiseAddress[0]={NODE_IP}",)),
+            labelled("kubeedge")]
+
+
 #: Module → its steps, in the order upstream's installer ran them.
 MODULES: dict[str, Callable[[Upstream], list[Step]]] = {
     "preinstall": preinstall, "ks-core": ks_core, "redis": redis, "openldap": openldap, "monitoring": monitoring,
-    "ks-config": ks_config,
+    "ks-config": ks_config, "opensearch": opensearch, "fluentbit": fluentbit, "minio": minio, "events": events,
+    "auditing": auditing, "logging": logging, "devops": devops, "servicemesh": servicemesh,
+    "multicluster": multicluster, "edgeruntime": edgeruntime, "gatekeeper": gatekeeper,
 }
 #: Profile → the cc changes over upstream's default cc, and its modules (hack/v341_cluster.DEFAULT's).
 PROFILES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "default": ({"common__redis__enabled": True, "common__openldap__enabled": True},
                 ("preinstall", "ks-core", "redis", "openldap", "monitoring", "ks-config")),
+    "pluggable": ({"common__redis__enabled": True, "common__openldap__enabled": True,
+                   "common__opensearch__dashboard": {"enabled": True}, "events__enabled": True,
+                   "auditing__enabled": True, "logging__enabled": True, "devops__enabled": True,
+                   "gatekeeper__enabled": True, "multicluster__clusterRole": "host", "servicemesh__enabled": True,
+                   "edgeruntime__enabled": True, "edgeruntime__kubeedge__enabled": True},
+                  ("preinstall", "ks-core", "redis", "openldap", "opensearch", "fluentbit", "minio", "monitoring",
+                   "ks-config", "events", "auditing", "logging", "devops", "servicemesh", "multicluster",
+                   "edgeruntime", "gatekeeper")),
 }
 
 
@@ -403,7 +635,12 @@ def render(git_dir: Path, profile: str) -> dict[str, str]:
         for module in modules:
             steps = MODULES[module](up)
             manifest["modules"][module] = [s.record() for s in steps]
-            files[f"{module}.json"] = dump([o for s in steps for o in s.objects])
+            text = dump([o for s in steps for o in s.objects])
+            shared = OUT / "default" / f"{module}.json"
+            if profile != "default" and shared.exists() and shared.read_text() == text:
+                manifest.setdefault("objects_from", {})[module] = "default"  # the same objects: not written twice
+            else:
+                files[f"{module}.json"] = text
         files["manifest.json"] = json.dumps(manifest, indent=1) + "\n"
         return files
 

@@ -223,6 +223,14 @@ PLUGGABLE = Profile({
     "gatekeeper": {"enabled": True}, "multicluster": {"clusterRole": "host"}, "servicemesh": {"enabled": True},
     "edgeruntime": {"enabled": True, "kubeedge": {"enabled": True}},
 })
+#: Every pluggable module v3.4.1 installs on a simulated cluster, as upstream v3.4.1's own objects (its profile
+#: ``pluggable``): the spec changes are paths, so each section keeps the default cc's other keys.
+PLUGGABLE_UPSTREAM = Profile({
+    **DEFAULT.spec, "common__opensearch__dashboard": {"enabled": True}, "events__enabled": True,
+    "auditing__enabled": True, "logging__enabled": True, "devops__enabled": True, "gatekeeper__enabled": True,
+    "multicluster__clusterRole": "host", "servicemesh__enabled": True, "edgeruntime__enabled": True,
+    "edgeruntime__kubeedge__enabled": True,
+}, upstream="pluggable")
 #: Kinds that hold a webhook certificate's CA (caBundle).
 CA_KINDS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition", "APIService"}
 BUILTIN_KINDS = {
@@ -516,7 +524,7 @@ class Builder:
                 for original, obj, key in zip(step.objects, objects, step.idents, strict=True):
                     kind, *rest = key.split("/")
                     self.made.refs[key] = (obj["apiVersion"], kind, rest[0] if len(rest) == 2 else "", rest[-1])
-                    if kind != "Namespace":
+                    if kind != "Namespace" and key not in self.made.adopted.get(module, []):
                         self.made.adopted.setdefault(module, []).append(key)
                     if values := creds.secret_values(original):
                         self.made.credentials[f"{rest[0]}/{rest[-1]}"] = values
@@ -559,6 +567,19 @@ class Builder:
                 path.write_text(yaml.safe_dump_all(big))
                 self.kubectl("apply", "--server-side", "--force-conflicts", *namespace, "-f", str(path))
             self.established([o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"])
+        elif step.how == "helm-crds":
+            # Helm creates a chart's crds/ that do not exist yet (and leaves those that do).
+            path = self.work / f"{module}-crds-{len(list(self.work.glob(f'{module}-crds-*.yaml')))}.yaml"
+            path.write_text(yaml.safe_dump_all(objects))
+            self.kubectl_rc("create", "--field-manager=helm", "-f", str(path))
+            self.established([o["metadata"]["name"] for o in objects])
+        elif step.how == "helm-create-namespace":
+            for obj in objects:
+                self.kubectl_rc("create", "namespace", obj["metadata"]["name"], "--field-manager=helm")
+        elif step.how == "kubectl-label-namespace":
+            for obj in objects:
+                labels = [f"{k}={v}" for k, v in obj["metadata"]["labels"].items()]
+                self.kubectl("label", "namespace", obj["metadata"]["name"], *labels, "--overwrite")
         elif step.how == "helm":
             self.helm_install(step.release, step.namespace, objects, module, step.chart, step.chart_version)
         elif step.how == "kubectl-patch":

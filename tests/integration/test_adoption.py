@@ -33,6 +33,7 @@ from v341_cluster import (
     live,
     restarted,
     revisions,
+    uid_of,
 )
 
 from installer.adoption import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
@@ -96,15 +97,20 @@ class Takeover:
     modules: dict[str, dict[str, int]] = field(default_factory=dict)
     retired: dict[str, list[str]] = field(default_factory=dict)
     restarted: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    """Objects created again in place of the original's (a field that cannot change differed)."""
     log: str = ""
 
     def table(self) -> str:
         rows = [f"fixture {self.built:.0f}s ({', '.join(f'{k} {v:.0f}s' for k, v in self.made.seconds.items())}), "
-                f"first reconcile {self.took:.0f}s; {len(self.restarted)} of {self.workloads} workloads restarted",
-                f"{'module':<15} {'adopted':>8} {'pruned':>7} {'left':>5} {'restarted':>10}  releases retired"]
+                f"first reconcile {self.took:.0f}s; nothing deleted, {len(self.replaced)} objects created again, "
+                f"{len(self.restarted)} of {self.workloads} workloads restarted",
+                f"{'module':<15} {'adopted':>8} {'pruned':>7} {'replaced':>9} {'left':>5} "
+                f"{'restarted':>10}  releases retired"]
         for module, counts in sorted(self.modules.items()):
-            rows.append(f"{module:<15} {counts['adopted']:>8} {counts['pruned']:>7} {counts['left']:>5} "
-                        f"{counts['restarted']:>10}  {', '.join(self.retired.get(module, [])) or '-'}")
+            rows.append(f"{module:<15} {counts['adopted']:>8} {counts['pruned']:>7} {counts['replaced']:>9} "
+                        f"{counts['left']:>5} {counts['restarted']:>10}  "
+                        f"{', '.join(self.retired.get(module, [])) or '-'}")
         return "\n".join(rows)
 
 
@@ -135,10 +141,11 @@ def previewed(installer: Installer, made: V341Cluster) -> None:
 
 def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profile = DEFAULT,
               preview: Callable[[Installer, V341Cluster], None] | None = None,
-              may_restart: frozenset[str] = frozenset()) -> Takeover:
+              may_restart: frozenset[str] = frozenset(), may_replace: frozenset[str] = frozenset()) -> Takeover:
     """Build the v3.4.1 cluster for ``profile``, (``preview``: a check of ``plan --objects`` first,) run the first
     reconcile and
-    check the takeover: Ready, every enabled module recorded, nothing deleted, no pod restarted, the original's
+    check the takeover: Ready, every enabled module recorded, nothing deleted (only the objects of ``may_replace``
+    created again, each named in its module's status), no pod restarted but those of ``may_restart``, the original's
     managers' fields moved and pruned, its releases retired (the unknown one left), the leftovers listed. Returns the
     figures."""
     begin = time.monotonic()
@@ -167,8 +174,14 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     assert installer.condition("Ready")["status"] == "True", installer.condition("Ready")
     assert made.modules <= set(stored_state(installer))
 
-    # Nothing deleted (every object the original made is the same object), no pod restarted.
-    assert deleted(api, made) == []
+    # Nothing deleted (every object the original made is the same object, or one created again in its place because
+    # a field that cannot change differed, as its module's status says), no pod restarted.
+    changed = deleted(api, made)
+    result.replaced = [k for k in changed if uid_of(api, made.refs[k]) is not None]
+    assert [k for k in changed if k not in result.replaced] == []  # none is gone
+    assert [k for k in result.replaced if k not in may_replace] == []
+    named = " ".join(line for m in installer.status().get("modules", {}).values() for line in m.get("immutable") or [])
+    assert [k for k in result.replaced if f"{k}: deleted and created again" not in named] == [], named
     after = revisions(api, made)
     result.restarted = restarted(workloads, after)
     unexpected = [k for k in result.restarted if k not in may_restart]
@@ -201,6 +214,7 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
             assert FIELD_MANAGER in managers and not managers & LEGACY_MANAGERS, (key, managers)
             pruned += key in legacy_before
         result.modules[module] = {"adopted": len(keys) - left, "pruned": pruned, "left": left,
+                                  "replaced": sum(k in keys for k in result.replaced),
                                   "restarted": sum(k in keys for k in result.restarted)}
 
     # Helm: the original's releases retired (by the module that took them over), the unknown one left.
