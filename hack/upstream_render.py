@@ -505,7 +505,7 @@ def logging(up: Upstream) -> list[Step]:
 
 
 def devops(up: Upstream) -> list[Step]:
-    """roles/ks-devops: release devops of Argo CD (namespace argocd), the ks-devops chart's CRDs and s2i's (kubectl
+    """roles/ks-devops: release devops of Argo CD (``--create-namespace`` argocd), the ks-devops chart's CRDs and s2i's (kubectl
     apply), release devops of ks-devops, its S2I builder templates applied again with kubectl, the namespaces
     labelled."""
     v = up.variables("ks-devops", facts=CLUSTER_FACTS)
@@ -520,7 +520,7 @@ def devops(up: Upstream) -> list[Step]:
         "name": n, "labels": {"kubesphere.io/workspace": "system-workspace"}}} for n in ("kubesphere-devops-worker",
                                                                                         "argocd")],
                  source="roles/ks-devops/tasks/main.yaml")
-    return [argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
+    return [created_namespace("argocd"), argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
             Step("kubectl-apply", s2i, "kubesphere-devops-system", source="helm template charts/s2i -s ..."), label]
 
 

@@ -25,6 +25,7 @@ from v341_cluster import (
     DEFAULT_OURS,
     MINIO_KEYS,
     UNKNOWN_RELEASE,
+    UPSTREAM_ROLLS,
     Builder,
     Profile,
     V341Cluster,
@@ -253,14 +254,6 @@ def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, Sim
     assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
         result.log
     print("\n" + result.table())
-
-
-#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
-#: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
-#: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
-#: kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.
-UPSTREAM_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
-                            "Deployment/kubesphere-system/ks-controller-manager"})
 
 
 @pytest.mark.slow(reason="applies upstream's ~300 objects of the default platform with kubectl and helm, then the "
