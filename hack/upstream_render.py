@@ -505,9 +505,9 @@ def logging(up: Upstream) -> list[Step]:
 
 
 def devops(up: Upstream) -> list[Step]:
-    """roles/ks-devops: release devops of Argo CD (``--create-namespace`` argocd), the ks-devops chart's CRDs and s2i's (kubectl
-    apply), release devops of ks-devops, its S2I builder templates applied again with kubectl, the namespaces
-    labelled."""
+    """roles/ks-devops: release devops of Argo CD (``--create-namespace`` argocd), the ks-devops chart's CRDs and
+    s2i's (kubectl apply), release devops of ks-devops, its S2I builder templates applied again with kubectl, the
+    namespaces labelled."""
     v = up.variables("ks-devops", facts=CLUSTER_FACTS)
     tpl, charts = "roles/ks-devops/templates", "roles/ks-devops/files/ks-devops/charts"
     argocd = up.helm("devops", f"{charts}/argo-cd-4.4.0.tgz", "argocd",
