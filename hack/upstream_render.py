@@ -579,12 +579,14 @@ def gatekeeper(up: Upstream) -> list[Step]:
     chart = "roles/gatekeeper/files/gatekeeper"
     values = up.template("roles/gatekeeper/templates/custom-values-gatekeeper.yaml.j2", v)
     release = up.helm("gatekeeper", chart, "gatekeeper-system", [values])
-    # Its chart (3.5.2) always renders a PodSecurityPolicy: v3.4.1 installed Gatekeeper only where Kubernetes still
-    # served policy/v1beta1 (before 1.25); the fixture's cluster does not, so the release holds the rest.
+    # Its chart (3.5.2) always renders policy/v1beta1 objects: v3.4.1 installed Gatekeeper only where Kubernetes
+    # still served them (before 1.25). The fixture's cluster does not: its release holds the PodDisruptionBudget as
+    # that cluster reads the stored object now (policy/v1, the same fields) and not the PodSecurityPolicy.
     psp = [o for o in release.objects if o["kind"] == "PodSecurityPolicy"]
-    assert psp, "gatekeeper's chart no longer renders a PodSecurityPolicy"
-    release.objects = [o for o in release.objects if o not in psp]
-    release.source += " (without its PodSecurityPolicy, which Kubernetes 1.25+ does not serve)"
+    old = [o for o in release.objects if o["apiVersion"] == "policy/v1beta1" and o["kind"] == "PodDisruptionBudget"]
+    assert psp and old, "gatekeeper's chart no longer renders policy/v1beta1 objects"
+    release.objects = [{**o, "apiVersion": "policy/v1"} if o in old else o for o in release.objects if o not in psp]
+    release.source += " (PodDisruptionBudget as policy/v1, no PodSecurityPolicy: Kubernetes 1.25+ serves neither)"
     return [created_namespace("gatekeeper-system"), up.chart_crds(chart), release, labelled("gatekeeper-system")]
 
 
