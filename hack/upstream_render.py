@@ -17,7 +17,12 @@ they were applied) and ``manifest.json`` (per module, each step: how it was appl
 and the objects it holds, ``Kind/namespace/name``). What upstream generated at install time is a placeholder
 ``<generated:NAME>`` that the fixture (hack/upstream_fixture.py) fills at apply time: the JWT key and token, redis'
 password, each chart's generated CA / serving certificate / key (``<generated:RELEASE/ca.crt>`` ...), each chart's
-random strings. Helm hooks deleted on success are listed in the step (``hooks_deleted``), not kept.
+random strings. Helm hooks deleted on success are listed in the step (``hooks_deleted``), not kept. A module whose
+objects are the default profile's is read from there (the manifest's ``objects_from``).
+
+Profiles (:data:`PROFILES`): ``default`` (the default cc with Redis and OpenLDAP) and ``pluggable`` (every pluggable
+module as well; Istio itself, which v3.4.1 installed with ``istioctl`` from tarballs the fetched checkout lacks, is
+not rendered).
 
     hack/upstream_render.py                 render and write the committed files
     hack/upstream_render.py --check         render and diff against the committed files (exit 1 on a difference)
