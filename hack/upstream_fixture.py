@@ -40,7 +40,8 @@ HOW = {
 Obj = dict[str, Any]
 
 
-#: Kinds without a namespace (an object's ident has none); the render adds the checkout's cluster-scoped CRDs.
+#: Kinds without a namespace (an object's ident has none); the render adds the checkout's cluster-scoped CRDs as
+#: ``group/Kind`` (kubesphere's quota.kubesphere.io ResourceQuota is cluster-scoped, the core one is not).
 CLUSTER_KINDS = {
     "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
     "MutatingWebhookConfiguration", "APIService", "PriorityClass", "StorageClass", "PersistentVolume",
@@ -51,7 +52,9 @@ CLUSTER_KINDS = {
 def ident(obj: Obj, namespace: str = "") -> str:
     """``Kind/namespace/name`` with the namespace it is applied to (``Kind/name`` when cluster-scoped)."""
     meta = obj["metadata"]
-    ns = "" if obj["kind"] in CLUSTER_KINDS else (meta.get("namespace") or namespace or "default")
+    group = obj.get("apiVersion", "").rpartition("/")[0]
+    cluster = obj["kind"] in CLUSTER_KINDS or f"{group}/{obj['kind']}" in CLUSTER_KINDS
+    ns = "" if cluster else (meta.get("namespace") or namespace or "default")
     return f"{obj['kind']}/{ns}/{meta['name']}" if ns else f"{obj['kind']}/{meta['name']}"
 
 

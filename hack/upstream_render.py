@@ -152,15 +152,12 @@ class Upstream:
         cc = yaml.safe_load((root / "deploy" / "cluster-configuration.yaml").read_text())
         self.spec = merge(cc["spec"], spec_changes)
         self.cluster_kinds = set(CLUSTER_KINDS)
-        for path in root.rglob("*.yaml"):
-            text = path.read_text(errors="replace")
-            if "CustomResourceDefinition" not in text:
-                continue
+        for text in crd_texts(root):
             try:
                 for doc in yaml.safe_load_all(text):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition" and \
                             doc.get("spec", {}).get("scope") == "Cluster":
-                        self.cluster_kinds.add(doc["spec"]["names"]["kind"])
+                        self.cluster_kinds.add(f"{doc['spec']['group']}/{doc['spec']['names']['kind']}")
             except yaml.YAMLError:
                 continue
         CLUSTER_KINDS.update(self.cluster_kinds)
@@ -234,7 +231,9 @@ class Upstream:
                 if not kinds & {"pre-install", "post-install"}:
                     continue  # a test, delete or rollback hook: an install never creates it
                 if "hook-succeeded" in annotations.get("helm.sh/hook-delete-policy", ""):
-                    hooks.append(ident(first, namespace))
+                    named = first if first["metadata"]["name"] == second["metadata"]["name"] else {
+                        **first, "metadata": {**first["metadata"], "name": "<random>"}}  # a random name per install
+                    hooks.append(ident(named, namespace))
                     continue
             objects.append(first if first == second else placeholders(first, second, release, cert))
         objects = renewed(objects, release, cert)
@@ -263,6 +262,20 @@ class Upstream:
         seen: set[str] = set()
         unique = [o for o in objects if not (ident(o) in seen or seen.add(ident(o)))]
         return Step("helm-crds", unique, source=source or f"{chart}/crds")
+
+
+def crd_texts(root: Path) -> list[str]:
+    """The YAML files under ``root`` that hold a CRD, those of packed charts (``.tgz``) too."""
+    texts = [t for p in root.rglob("*.yaml") if "CustomResourceDefinition" in (t := p.read_text(errors="replace"))]
+    for path in root.rglob("*.tgz"):
+        with tarfile.open(path) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith((".yaml", ".yml")):
+                    data = tar.extractfile(member)
+                    text = data.read().decode(errors="replace") if data else ""
+                    if "CustomResourceDefinition" in text:
+                        texts.append(text)
+    return texts
 
 
 def merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
