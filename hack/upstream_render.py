@@ -55,7 +55,8 @@ OUT = REPO / "tests" / "parity" / "upstream-v341"
 MIRROR = Path("/work/.mirror/kubesphere+ks-installer/repo")
 KUBE_VERSION = "v1.34.4"
 #: What a real cluster with the monitoring module's CRDs advertises (charts check some with .Capabilities).
-API_VERSIONS = ("monitoring.coreos.com/v1", "batch/v1/CronJob", "policy/v1/PodDisruptionBudget",
+API_VERSIONS = ("monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor",
+                "monitoring.coreos.com/v1/PrometheusRule", "batch/v1/CronJob", "policy/v1/PodDisruptionBudget",
                 "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1")
 #: The roles (and other paths) unpacked from the tag (the whole tree does not unpack: two istio tarballs are absent).
 PATHS = ("roles/kubesphere-defaults", "roles/download", "roles/common", "roles/ks-core", "roles/ks-monitor",
@@ -577,8 +578,8 @@ def devops(up: Upstream) -> list[Step]:
     namespaces labelled."""
     v = up.variables("ks-devops", facts=CLUSTER_FACTS)
     tpl, charts = "roles/ks-devops/templates", "roles/ks-devops/files/ks-devops/charts"
-    argocd = up.helm("devops", f"{charts}/argo-cd-4.4.0.tgz", "argocd",
-                     [up.template(f"{tpl}/argo-cd-values.yaml.j2", v)])
+    argocd = [up.chart_crds(f"{charts}/argo-cd-4.4.0.tgz"), up.helm("devops", f"{charts}/argo-cd-4.4.0.tgz", "argocd",
+                                                                    [up.template(f"{tpl}/argo-cd-values.yaml.j2", v)])]
     values = up.template(f"{tpl}/ks-devops-values.yaml.j2", v)
     crds = up.chart_crds(f"{charts}/ks-devops-0.2.2.tgz")
     chart = up.helm("devops", f"{charts}/ks-devops-0.2.2.tgz", "kubesphere-devops-system", [values])
@@ -587,7 +588,7 @@ def devops(up: Upstream) -> list[Step]:
         "name": n, "labels": {"kubesphere.io/workspace": "system-workspace"}}} for n in ("kubesphere-devops-worker",
                                                                                         "argocd")],
                  source="roles/ks-devops/tasks/main.yaml")
-    return [created_namespace("argocd"), argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
+    return [created_namespace("argocd"), *argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
             Step("kubectl-apply", s2i, "kubesphere-devops-system", source="helm template charts/s2i -s ..."), label]
 
 

@@ -57,6 +57,7 @@ DIFFERENCES: dict[str, dict[str, tuple[set[str], set[str]]]] = {"pluggable": {
                     "rolebinding", "Service/kubesphere-logging-system/opensearch-dashboard-opensearch-dashboards",
                     "ServiceAccount/kubesphere-logging-system/opensearch-dashboard-opensearch-dashboards-dashboards"},
                    set()),
+    "devops": ({"Namespace/argocd"}, set()),
     "multicluster": ({"Namespace/kube-federation-system"}, set()),
     "edgeruntime": ({"Namespace/kubeedge"}, set()),
     "gatekeeper": ({"Namespace/gatekeeper-system"}, {"PodSecurityPolicy/gatekeeper-admin"}),
