@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import upstream_fixture
-from v341_cluster import PLUGGABLE_UPSTREAM, RELEASES
+from v341_cluster import PLUGGABLE_UPSTREAM, RELEASES, UPSTREAM_ROLLS
 
 from installer.adoption import RELEASES as ADOPTED_RELEASES
 from installer.config import apply_defaults
@@ -36,13 +36,20 @@ PLUGGABLE_RELEASES = {
     "istio-system/jaeger-operator", "istio-system/kiali-operator", "kube-federation-system/kubefed",
     "kubeedge/cloudcore", "gatekeeper-system/gatekeeper",
 }
-#: What the switch restarts, once each, for a reason README lists: as over the default platform (OpenLDAP's
-#: passwords from its Secret, ks-apiserver's and ks-controller-manager's credentials as environment variables).
-PLUGGABLE_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
-                             "Deployment/kubesphere-system/ks-controller-manager"})
 #: Objects created again in place of upstream's because a field that cannot change differs (named in the log and
-#: status.modules.<module>.immutable).
-PLUGGABLE_REPLACED: frozenset[str] = frozenset()
+#: status.modules.<module>.immutable): the Deployments whose selector v3.4.1's chart made of Helm's labels
+#: (Gatekeeper's ``heritage: Helm``; kube-events' and the log sidecar injector's ``app.kubernetes.io/managed-by:
+#: Helm``, ``helm.sh/chart`` with the chart's version), which a module's selector does not carry. Their pods are left
+#: to the new Deployment.
+PLUGGABLE_REPLACED = frozenset({
+    "Deployment/gatekeeper-system/gatekeeper-audit", "Deployment/gatekeeper-system/gatekeeper-controller-manager",
+    "Deployment/kubesphere-logging-system/ks-events-operator",
+    "Deployment/kubesphere-logging-system/logsidecar-injector-deploy"})
+#: What the switch may restart, once each: as over the default platform (OpenLDAP's passwords from its Secret,
+#: ks-apiserver's and ks-controller-manager's credentials as environment variables), and the two Deployments above
+#: whose pod template carried the chart's labels (Gatekeeper's keep theirs, as README says).
+PLUGGABLE_ROLLS = UPSTREAM_ROLLS | {"Deployment/kubesphere-logging-system/ks-events-operator",
+                                    "Deployment/kubesphere-logging-system/logsidecar-injector-deploy"}
 
 
 def test_fixture_releases_are_the_originals() -> None:
