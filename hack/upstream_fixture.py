@@ -32,12 +32,16 @@ HOW = {
     "kubectl-apply": "kubectl apply (client-side; server-side --force-conflicts when the last-applied annotation "
                      "would be too long, as upstream's fallback)",
     "helm": "helm upgrade --install of the vendored chart",
-    "kubectl-patch": "kubectl patch --type=merge (a Helm hook that was deleted on success)",
+    "kubectl-patch": "kubectl patch --type=merge (a Helm hook that was deleted on success, or a task's script)",
+    "helm-crds": "helm install creating the chart's crds/ (not part of the release: field manager helm, no label)",
+    "helm-create-namespace": "helm --create-namespace (a namespace without labels)",
+    "kubectl-label-namespace": "kubectl label namespace --overwrite (the labels listed)",
 }
 Obj = dict[str, Any]
 
 
-#: Kinds without a namespace (an object's ident has none); the render adds the checkout's cluster-scoped CRDs.
+#: Kinds without a namespace (an object's ident has none); the render adds the checkout's cluster-scoped CRDs as
+#: ``group/Kind`` (kubesphere's quota.kubesphere.io ResourceQuota is cluster-scoped, the core one is not).
 CLUSTER_KINDS = {
     "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "ValidatingWebhookConfiguration",
     "MutatingWebhookConfiguration", "APIService", "PriorityClass", "StorageClass", "PersistentVolume",
@@ -48,7 +52,9 @@ CLUSTER_KINDS = {
 def ident(obj: Obj, namespace: str = "") -> str:
     """``Kind/namespace/name`` with the namespace it is applied to (``Kind/name`` when cluster-scoped)."""
     meta = obj["metadata"]
-    ns = "" if obj["kind"] in CLUSTER_KINDS else (meta.get("namespace") or namespace or "default")
+    group = obj.get("apiVersion", "").rpartition("/")[0]
+    cluster = obj["kind"] in CLUSTER_KINDS or f"{group}/{obj['kind']}" in CLUSTER_KINDS
+    ns = "" if cluster else (meta.get("namespace") or namespace or "default")
     return f"{obj['kind']}/{ns}/{meta['name']}" if ns else f"{obj['kind']}/{meta['name']}"
 
 
@@ -123,7 +129,8 @@ def load(profile: str = "default") -> Fixture:
     manifest = json.loads((root / "manifest.json").read_text())
     modules: dict[str, list[Step]] = {}
     for module, records in manifest["modules"].items():
-        objects = json.loads((root / f"{module}.json").read_text())
+        shared = manifest.get("objects_from", {}).get(module)  # a module whose objects another profile holds
+        objects = json.loads((FIXTURES / (shared or profile) / f"{module}.json").read_text())
         steps = []
         for rec in records:
             count = len(rec["objects"])

@@ -17,7 +17,12 @@ they were applied) and ``manifest.json`` (per module, each step: how it was appl
 and the objects it holds, ``Kind/namespace/name``). What upstream generated at install time is a placeholder
 ``<generated:NAME>`` that the fixture (hack/upstream_fixture.py) fills at apply time: the JWT key and token, redis'
 password, each chart's generated CA / serving certificate / key (``<generated:RELEASE/ca.crt>`` ...), each chart's
-random strings. Helm hooks deleted on success are listed in the step (``hooks_deleted``), not kept.
+random strings. Helm hooks deleted on success are listed in the step (``hooks_deleted``), not kept. A module whose
+objects are the default profile's is read from there (the manifest's ``objects_from``).
+
+Profiles (:data:`PROFILES`): ``default`` (the default cc with Redis and OpenLDAP) and ``pluggable`` (every pluggable
+module as well; Istio itself, which v3.4.1 installed with ``istioctl`` from tarballs the fetched checkout lacks, is
+not rendered).
 
     hack/upstream_render.py                 render and write the committed files
     hack/upstream_render.py --check         render and diff against the committed files (exit 1 on a difference)
@@ -50,11 +55,14 @@ OUT = REPO / "tests" / "parity" / "upstream-v341"
 MIRROR = Path("/work/.mirror/kubesphere+ks-installer/repo")
 KUBE_VERSION = "v1.34.4"
 #: What a real cluster with the monitoring module's CRDs advertises (charts check some with .Capabilities).
-API_VERSIONS = ("monitoring.coreos.com/v1", "batch/v1/CronJob", "policy/v1/PodDisruptionBudget",
+API_VERSIONS = ("monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor",
+                "monitoring.coreos.com/v1/PrometheusRule", "batch/v1/CronJob", "policy/v1/PodDisruptionBudget",
                 "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1")
 #: The roles (and other paths) unpacked from the tag (the whole tree does not unpack: two istio tarballs are absent).
 PATHS = ("roles/kubesphere-defaults", "roles/download", "roles/common", "roles/ks-core", "roles/ks-monitor",
-         "roles/preinstall", "deploy/cluster-configuration.yaml")
+         "roles/preinstall", "roles/ks-events", "roles/ks-auditing", "roles/ks-logging", "roles/ks-devops",
+         "roles/gatekeeper", "roles/ks-multicluster", "roles/ks-istio/files/jaeger", "roles/ks-istio/files/kiali",
+         "roles/ks-istio/templates", "roles/edgeruntime", "deploy/cluster-configuration.yaml")
 Obj = dict[str, Any]
 
 
@@ -114,7 +122,8 @@ Loader.add_constructor("tag:yaml.org,2002:value", lambda loader, node: loader.co
 
 def documents(text: str) -> list[Obj]:
     out = []
-    for doc in yaml.load_all(text, Loader=Loader):  # a SafeLoader
+    # Go's YAML reads ``\'`` in a double-quoted scalar as ``'`` (ks-devops' cluster templates hold it); PyYAML fails.
+    for doc in yaml.load_all(re.sub(r"\\'", "'", text), Loader=Loader):  # a SafeLoader
         if not doc:
             continue
         if doc.get("kind") == "List" and "items" in doc:
@@ -144,15 +153,12 @@ class Upstream:
         cc = yaml.safe_load((root / "deploy" / "cluster-configuration.yaml").read_text())
         self.spec = merge(cc["spec"], spec_changes)
         self.cluster_kinds = set(CLUSTER_KINDS)
-        for path in root.rglob("*.yaml"):
-            text = path.read_text(errors="replace")
-            if "CustomResourceDefinition" not in text:
-                continue
+        for text in crd_texts(root):
             try:
                 for doc in yaml.safe_load_all(text):
                     if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition" and \
                             doc.get("spec", {}).get("scope") == "Cluster":
-                        self.cluster_kinds.add(doc["spec"]["names"]["kind"])
+                        self.cluster_kinds.add(f"{doc['spec']['group']}/{doc['spec']['names']['kind']}")
             except yaml.YAMLError:
                 continue
         CLUSTER_KINDS.update(self.cluster_kinds)
@@ -190,7 +196,7 @@ class Upstream:
         return [(f"{directory}/{n}", names[n]) for n in sorted(names)]
 
     def helm(self, release: str, chart: str, namespace: str, values: list[str], sets: tuple[str, ...] = (),
-             source: str = "") -> Step:
+             source: str = "", prepare: Callable[[Path], None] | None = None) -> Step:
         """``helm upgrade --install`` as ``helm template``: objects without the chart's CRDs (upstream applied
         them with kubectl first, so Helm skipped them), hooks deleted on success left out, generated values
         replaced by placeholders (found by rendering twice)."""
@@ -200,6 +206,12 @@ class Upstream:
                 with tarfile.open(chart_dir) as tar:
                     tar.extractall(tmp, filter="data")
                 chart_dir = next(Path(tmp).iterdir())
+            if prepare is not None:
+                if not chart.endswith(".tgz"):
+                    copied = Path(tmp) / "chart"
+                    __import__("shutil").copytree(chart_dir, copied)
+                    chart_dir = copied
+                prepare(chart_dir)
             files = []
             for i, text in enumerate(values):
                 path = Path(tmp) / f"values-{i}.yaml"
@@ -220,9 +232,12 @@ class Upstream:
                 if not kinds & {"pre-install", "post-install"}:
                     continue  # a test, delete or rollback hook: an install never creates it
                 if "hook-succeeded" in annotations.get("helm.sh/hook-delete-policy", ""):
-                    hooks.append(ident(first, namespace))
+                    named = first if first["metadata"]["name"] == second["metadata"]["name"] else {
+                        **first, "metadata": {**first["metadata"], "name": "<random>"}}  # a random name per install
+                    hooks.append(ident(named, namespace))
                     continue
             objects.append(first if first == second else placeholders(first, second, release, cert))
+        objects = renewed(objects, release, cert)
         # An object the chart renders twice (notification-manager: its Secret with a fixed key pair in tls.yaml,
         # then the generated one in validating.yaml): the install's concurrent creates fail on the second and the
         # task's retry (``helm upgrade --install --force``) applies them in order, so the last one stays.
@@ -231,6 +246,37 @@ class Upstream:
         objects = [o for i, o in enumerate(objects) if keys[i] not in keys[i + 1:]]
         return Step("helm", objects, namespace, release, meta["name"], str(meta["version"]), source or chart,
                     hooks_deleted=hooks, certificate=cert, duplicates=duplicates)
+
+
+    def chart_crds(self, chart: str, source: str = "") -> Step:
+        """The CRDs of a chart's ``crds/`` directories (its subcharts' too), which ``helm install`` created itself
+        (not part of the release: no Helm label or annotation, field manager ``helm``)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            chart_dir = self.root / chart
+            if chart.endswith(".tgz"):
+                with tarfile.open(chart_dir) as tar:
+                    tar.extractall(tmp, filter="data")
+                chart_dir = next(Path(tmp).iterdir())
+            paths = sorted(p for p in chart_dir.rglob("*") if p.parent.name == "crds" and p.is_file()
+                           and p.suffix in (".yaml", ".yml", ".json"))
+            objects = [o for p in paths for o in documents(p.read_text())]
+        seen: set[str] = set()
+        unique = [o for o in objects if not (ident(o) in seen or seen.add(ident(o)))]
+        return Step("helm-crds", unique, source=source or f"{chart}/crds")
+
+
+def crd_texts(root: Path) -> list[str]:
+    """The YAML files under ``root`` that hold a CRD, those of packed charts (``.tgz``) too."""
+    texts = [t for p in root.rglob("*.yaml") if "CustomResourceDefinition" in (t := p.read_text(errors="replace"))]
+    for path in root.rglob("*.tgz"):
+        with tarfile.open(path) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith((".yaml", ".yml")):
+                    data = tar.extractfile(member)
+                    text = data.read().decode(errors="replace") if data else ""
+                    if "CustomResourceDefinition" in text:
+                        texts.append(text)
+    return texts
 
 
 def merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +320,54 @@ def placeholders(first: Any, second: Any, release: str, cert: dict[str, Any]) ->
     if "PRIVATE KEY" in text:
         return f"<generated:{release}/tls.key>"
     return f"<generated:{release}/random{len(first)}>"
+
+
+#: A fixed certificate a chart ships that expired before this date is renewed in the fixture (a cluster built today
+#: could not use it: ks-devops' s2i webhook CA expired on 2024-02-14, and its webhook refuses every S2I template).
+EXPIRED_BEFORE = __import__("datetime").datetime(2026, 1, 1, tzinfo=__import__("datetime").UTC)
+
+
+def common_name(pem: Any) -> str:
+    from cryptography.x509.oid import NameOID
+
+    return str(pem.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value)
+
+
+def renewed(objects: list[Obj], release: str, cert: dict[str, Any]) -> list[Obj]:
+    """``objects`` where a Secret holding a fixed certificate chain that expired (before :data:`EXPIRED_BEFORE`) has
+    placeholders instead, as a generated one (its CA in the release's caBundles too); ``cert`` gets its names."""
+    from cryptography import x509
+
+    names: dict[str, str] = {}  # a value of the expired chain → its placeholder
+    for obj in objects:
+        data = obj.get("data") or {}
+        pems: dict[str, x509.Certificate] = {}
+        for key, value in data.items():
+            with __import__("contextlib").suppress(Exception):
+                pems[key] = x509.load_pem_x509_certificate(base64.b64decode(value))
+        if obj["kind"] != "Secret" or not pems or min(c.not_valid_after_utc for c in pems.values()) >= EXPIRED_BEFORE:
+            continue
+        assert not cert, f"{release}: a second certificate"
+        for key, pem in pems.items():
+            try:
+                ca = pem.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+            except x509.ExtensionNotFound:
+                ca = False
+            if ca:
+                names[data[key]] = f"<generated:{release}/ca.crt>"
+                cert["ca_name"] = common_name(pem)
+            else:
+                names[data[key]] = f"<generated:{release}/tls.crt>"
+                san = pem.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+                cert |= {"cert_name": common_name(pem), "dns": san.get_values_for_type(x509.DNSName)}
+        names |= {v: f"<generated:{release}/tls.key>" for v in data.values()
+                  if "PRIVATE KEY" in base64.b64decode(v).decode(errors="replace")}
+    if not names:
+        return objects
+    text = "\n".join(json.dumps(o) for o in objects)
+    for value, placeholder in names.items():
+        text = text.replace(json.dumps(value), json.dumps(placeholder))
+    return [json.loads(line) for line in text.split("\n")]
 
 
 # -- the modules, as upstream's tasks apply them
@@ -380,15 +474,229 @@ def monitoring(up: Upstream) -> list[Step]:
     return steps
 
 
+LOGGING = "kubesphere-logging-system"
+#: What the tasks read from the cluster (``kubectl get node ... containerRuntimeVersion``, the node's address).
+CLUSTER_FACTS = {"logging_container_runtime": "containerd", "builder_container_runtime": "podman",
+                 "KS_JENKINS_PVC": "", "argocd_namespace": {"stdout": "argocd"},
+                 "ks_jwt_secret": {"stdout": "<generated:kubesphere-secret/secret>"}}
+#: The simulated cluster's first node's address (``kubectl get nodes -o jsonpath=...addresses[0].address``).
+NODE_IP = "10.244.0.1"
+
+
+def rendered_files(up: Upstream, role: str, names: list[str], v: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(f"roles/{role}/templates/{n}.j2", up.template(f"roles/{role}/templates/{n}.j2", v)) for n in names]
+
+
+def basic_auth_secret(name: str, namespace: str, username: str, password: str, kind: str = "Opaque") -> Obj:
+    encode = lambda text: base64.b64encode(str(text).encode()).decode()  # noqa: E731
+    return {"apiVersion": "v1", "kind": "Secret", "type": kind, "metadata": {"name": name, "namespace": namespace},
+            "data": {"username": encode(username), "password": encode(password)}}
+
+
+def opensearch(up: Upstream) -> list[Step]:
+    """roles/common/tasks/opensearch-install.yaml: the credentials Secret, the master and data releases, the curator
+    and the dashboard."""
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    auth = v["common"]["opensearch"]["basicAuth"]
+    secret = basic_auth_secret("opensearch-credentials", LOGGING, auth["username"], auth["password"],
+                               "kubernetes.io/basic-auth")
+    tpl, files = "roles/common/templates", "roles/common/files/opensearch"
+    values = {n: up.template(f"{tpl}/custom-values-opensearch-{n}.yaml.j2", v)
+              for n in ("master", "data", "curator", "dashboard")}
+    steps = [Step("kubectl-create-secret", [secret], LOGGING, source="roles/common/tasks/opensearch-install.yaml"),
+             up.helm("opensearch-master", f"{files}/opensearch-2.6.0.tgz", LOGGING, [values["master"]]),
+             up.helm("opensearch-data", f"{files}/opensearch-2.6.0.tgz", LOGGING, [values["data"]]),
+             up.helm("opensearch-logging-curator", f"{files}/opensearch-curator-1.3.3.tgz", LOGGING,
+                     [values["curator"]])]
+    if (v["common"]["opensearch"].get("dashboard") or {}).get("enabled"):
+        steps.append(up.helm("opensearch-dashboard", f"{files}/opensearch-dashboards-2.6.0.tgz", LOGGING,
+                             [values["dashboard"]]))
+    return steps
+
+
+def fluentbit(up: Upstream) -> list[Step]:
+    """roles/common/tasks/fluentbit-install.yaml: ``kubectl apply`` of the operator (init) and of Fluent Bit."""
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    base, tpl = "roles/common/files/fluentbit-operator", "roles/common/templates"
+    init = up.files(f"{base}/init", {"custom-fluentbit-operator-deployment.yaml": up.template(
+        f"{tpl}/custom-fluentbit-operator-deployment.yaml.j2", v)})
+    bit = up.files(f"{base}/fluentbit", {"custom-fluentbit-fluentBit.yaml": up.template(
+        f"{tpl}/custom-fluentbit-fluentBit.yaml.j2", v)})
+    return [apply_step(up, init), apply_step(up, bit)]
+
+
+def minio(up: Upstream) -> list[Step]:
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    values = up.template("roles/common/templates/custom-values-minio.yaml.j2", v)
+    return [up.helm("ks-minio", "roles/common/files/minio-ha", "kubesphere-system", [values],
+                    ("fullnameOverride=minio",))]
+
+
+def fluentbit_resources(up: Upstream, role: str, module: str, v: dict[str, Any]) -> Step:
+    """The Fluent Bit inputs, filters and outputs a module's tasks rendered into fluentbit-operator/ and applied."""
+    names = [f"custom-output-opensearch-{module}.yaml", f"custom-input-{module}.yaml",
+             f"custom-filter-{module}.yaml"]
+    return apply_step(up, rendered_files(up, role, names, v))
+
+
+def events(up: Upstream) -> list[Step]:
+    """roles/ks-events: its CRDs (kubectl apply), release ks-events, its Fluent Bit resources."""
+    v = up.variables("ks-events", facts=CLUSTER_FACTS)
+    chart = "roles/ks-events/files/kube-events"
+    values = up.template("roles/ks-events/templates/custom-values-events.yaml.j2", v)
+    return [apply_step(up, up.files(f"{chart}/crds")), up.helm("ks-events", chart, LOGGING, [values]),
+            fluentbit_resources(up, "ks-events", "events", v)]
+
+
+def auditing(up: Upstream) -> list[Step]:
+    """roles/ks-auditing: release kube-auditing (Helm creating the chart's CRDs), its Fluent Bit resources."""
+    v = up.variables("ks-auditing", facts=CLUSTER_FACTS)
+    chart = "roles/ks-auditing/files/kube-auditing"
+    values = up.template("roles/ks-auditing/templates/custom-values.yaml.j2", v)
+    return [up.chart_crds(chart), up.helm("kube-auditing", chart, LOGGING, [values]),
+            fluentbit_resources(up, "ks-auditing", "auditing", v)]
+
+
+def logging(up: Upstream) -> list[Step]:
+    """roles/ks-logging: the Fluent Bit resources (its files, the rendered input and output, the containerd ones),
+    release logsidecar-injector."""
+    v = up.variables("ks-logging", facts=CLUSTER_FACTS)
+    role = "roles/ks-logging"
+    own = rendered_files(up, "ks-logging", ["custom-output-opensearch-logging.yaml", "custom-input-logging.yaml",
+                                             "custom-input-systemd.yaml"], v)
+    steps = [apply_step(up, sorted(up.files(f"{role}/files/fluentbit-operator") + own)),
+             apply_step(up, up.files(f"{role}/files/fluentbit-operator-cri"))]
+    if v["logging"].get("logsidecar", {}).get("enabled"):
+        values = up.template(f"{role}/templates/custom-values-logsidecar-injector.yaml.j2", v)
+        steps.append(up.helm("logsidecar-injector", f"{role}/files/logsidecar-injector", LOGGING, [values]))
+    return steps
+
+
+def devops(up: Upstream) -> list[Step]:
+    """roles/ks-devops: release devops of Argo CD (``--create-namespace`` argocd), the ks-devops chart's CRDs and
+    s2i's (kubectl apply), release devops of ks-devops, its S2I builder templates applied again with kubectl, the
+    namespaces labelled."""
+    v = up.variables("ks-devops", facts=CLUSTER_FACTS)
+    tpl, charts = "roles/ks-devops/templates", "roles/ks-devops/files/ks-devops/charts"
+    argocd = [up.chart_crds(f"{charts}/argo-cd-4.4.0.tgz"), up.helm("devops", f"{charts}/argo-cd-4.4.0.tgz", "argocd",
+                                                                    [up.template(f"{tpl}/argo-cd-values.yaml.j2", v)])]
+    values = up.template(f"{tpl}/ks-devops-values.yaml.j2", v)
+    crds = up.chart_crds(f"{charts}/ks-devops-0.2.2.tgz")
+    chart = up.helm("devops", f"{charts}/ks-devops-0.2.2.tgz", "kubesphere-devops-system", [values])
+    s2i = [o for o in chart.objects if o["kind"] == "S2iBuilderTemplate"]
+    label = Step("kubectl-label-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": n, "labels": {"kubesphere.io/workspace": "system-workspace"}}} for n in ("kubesphere-devops-worker",
+                                                                                        "argocd")],
+                 source="roles/ks-devops/tasks/main.yaml")
+    return [created_namespace("argocd"), *argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
+            Step("kubectl-apply", s2i, "kubesphere-devops-system", source="helm template charts/s2i -s ..."), label]
+
+
+def gatekeeper(up: Upstream) -> list[Step]:
+    """roles/gatekeeper: release gatekeeper (Helm creating the CRDs and the namespace), the namespace labelled."""
+    v = up.variables("gatekeeper", facts=CLUSTER_FACTS)
+    chart = "roles/gatekeeper/files/gatekeeper"
+    values = up.template("roles/gatekeeper/templates/custom-values-gatekeeper.yaml.j2", v)
+    release = up.helm("gatekeeper", chart, "gatekeeper-system", [values])
+    # Its chart (3.5.2) always renders policy/v1beta1 objects: v3.4.1 installed Gatekeeper only where Kubernetes
+    # still served them (before 1.25). The fixture's cluster does not: its release holds the PodDisruptionBudget as
+    # that cluster reads the stored object now (policy/v1, the same fields) and not the PodSecurityPolicy.
+    psp = [o for o in release.objects if o["kind"] == "PodSecurityPolicy"]
+    old = [o for o in release.objects if o["apiVersion"] == "policy/v1beta1" and o["kind"] == "PodDisruptionBudget"]
+    assert psp and old, "gatekeeper's chart no longer renders policy/v1beta1 objects"
+    release.objects = [{**o, "apiVersion": "policy/v1"} if o in old else o for o in release.objects if o not in psp]
+    release.source += " (PodDisruptionBudget as policy/v1, no PodSecurityPolicy: Kubernetes 1.25+ serves neither)"
+    return [created_namespace("gatekeeper-system"), up.chart_crds(chart), release, labelled("gatekeeper-system")]
+
+
+def created_namespace(name: str) -> Step:
+    """``helm --create-namespace``: a bare namespace."""
+    return Step("helm-create-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+
+
+def labelled(name: str) -> Step:
+    return Step("kubectl-label-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": name, "labels": {"kubesphere.io/workspace": "system-workspace"}}}])
+
+
+def multicluster(up: Upstream) -> list[Step]:
+    """roles/ks-multicluster: tower (kubectl apply), kubefed's CRDs (kubectl apply), release kubefed, the federated
+    types (kubectl apply), the federated namespace of notifications, the patch of update_federated_crds.sh."""
+    v = up.variables("ks-multicluster", facts=CLUSTER_FACTS)
+    role = "roles/ks-multicluster"
+    tower = rendered_files(up, "ks-multicluster", ["tower.yaml"], v)
+    chart = f"{role}/files/kubefed/kubefed"
+    values = up.template(f"{role}/templates/custom-values-kubefed.yaml.j2", v)
+    crds = up.files(f"{chart}/charts/controllermanager/crds")
+    helm_crds = up.chart_crds(chart)
+    applied = {ident(o) for _, t in crds for o in documents(t)}
+    helm_crds.objects = [o for o in helm_crds.objects if ident(o) not in applied]
+    steps = [apply_step(up, tower, "kubesphere-system"), apply_step(up, crds), helm_crds,
+             up.helm("kubefed", chart, "kube-federation-system", [values]), labelled("kube-federation-system"),
+             apply_step(up, up.files(f"{role}/files/kubefed/federatedcrds"), "kube-federation-system"),
+             apply_step(up, up.files(f"{role}/files/notification"))]
+    script = (up.root / role / "files/notification/update_federated_crds.sh").read_text()
+    patched = re.findall(r"kubectl patch crd (\S+) --type=merge", script)
+    assert patched and "ks-controller-manager-webhook-cert" in script, "update_federated_crds.sh changed"
+    steps.append(Step("kubectl-patch", [], source=f"{role}/files/notification/update_federated_crds.sh", patches=[
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": crd},
+         "spec": {"conversion": {"webhook": {"clientConfig": {"caBundle": "<generated:ks-core/ca.crt>"}}}}}
+        for crd in patched]))
+    return [s for s in steps if s.objects or s.patches]
+
+
+def servicemesh(up: Upstream) -> list[Step]:
+    """roles/ks-istio's releases jaeger-operator and kiali-operator (Helm creating their CRDs), the jaeger Secret
+    (kubectl apply of a dry-run create) and the Jaeger and Kiali resources. Istio itself (istioctl install from the
+    tag's tarballs, absent from the fetched checkout) is not rendered."""
+    v = up.variables("ks-istio", facts=CLUSTER_FACTS)
+    tpl, files = "roles/ks-istio/templates", "roles/ks-istio/files"
+    jaeger = f"{files}/jaeger/jaeger-operator-2.29.0.tgz"
+    kiali = f"{files}/kiali/kiali-operator-1.50.1.tgz"
+    auth = v["common"]["opensearch"]["basicAuth"]
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "jaeger-secret", "namespace": "istio-system",
+                                                                 "creationTimestamp": None},
+              "data": {"ES_PASSWORD": base64.b64encode(auth["password"].encode()).decode(),
+                       "ES_USERNAME": base64.b64encode(auth["username"].encode()).decode()}}
+    return [up.chart_crds(jaeger),
+            up.helm("jaeger-operator", jaeger, "istio-system", [up.template(f"{tpl}/custom-values-jaeger.yaml.j2", v)]),
+            Step("kubectl-apply", [secret], "istio-system", source="roles/ks-istio/tasks/jaeger-install.yaml"),
+            apply_step(up, rendered_files(up, "ks-istio", ["jaeger-cr.yaml"], v), "istio-system"),
+            up.chart_crds(kiali),
+            up.helm("kiali-operator", kiali, "istio-system", [up.template(f"{tpl}/custom-values-kiali.yaml.j2", v)]),
+            apply_step(up, rendered_files(up, "ks-istio", ["kiali-cr.yaml"], v), "istio-system")]
+
+
+def edgeruntime(up: Upstream) -> list[Step]:
+    """roles/edgeruntime: release cloudcore (Helm creating the namespace and the CRDs) with the node's address, the
+    namespace labelled."""
+    v = up.variables("edgeruntime", facts=CLUSTER_FACTS)
+    chart = "roles/edgeruntime/files/kubeedge/cloudcore"
+    values = up.template("roles/edgeruntime/templates/custom-values-kubeedge.yaml.j2", v)
+    return [created_namespace("kubeedge"), up.chart_crds(chart),
+            up.helm("cloudcore", chart, "kubeedge", [values], (f"cloudCore.cloudHub.advertiseAddress[0]={NODE_IP}",)),
+            labelled("kubeedge")]
+
+
 #: Module → its steps, in the order upstream's installer ran them.
 MODULES: dict[str, Callable[[Upstream], list[Step]]] = {
     "preinstall": preinstall, "ks-core": ks_core, "redis": redis, "openldap": openldap, "monitoring": monitoring,
-    "ks-config": ks_config,
+    "ks-config": ks_config, "opensearch": opensearch, "fluentbit": fluentbit, "minio": minio, "events": events,
+    "auditing": auditing, "logging": logging, "devops": devops, "servicemesh": servicemesh,
+    "multicluster": multicluster, "edgeruntime": edgeruntime, "gatekeeper": gatekeeper,
 }
 #: Profile → the cc changes over upstream's default cc, and its modules (hack/v341_cluster.DEFAULT's).
 PROFILES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "default": ({"common__redis__enabled": True, "common__openldap__enabled": True},
                 ("preinstall", "ks-core", "redis", "openldap", "monitoring", "ks-config")),
+    "pluggable": ({"common__redis__enabled": True, "common__openldap__enabled": True,
+                   "common__opensearch__dashboard": {"enabled": True}, "events__enabled": True,
+                   "auditing__enabled": True, "logging__enabled": True, "devops__enabled": True,
+                   "gatekeeper__enabled": True, "multicluster__clusterRole": "host", "servicemesh__enabled": True,
+                   "edgeruntime__enabled": True, "edgeruntime__kubeedge__enabled": True},
+                  ("preinstall", "ks-core", "redis", "openldap", "opensearch", "fluentbit", "minio", "monitoring",
+                   "ks-config", "events", "auditing", "logging", "devops", "servicemesh", "multicluster",
+                   "edgeruntime", "gatekeeper")),
 }
 
 
@@ -403,7 +711,12 @@ def render(git_dir: Path, profile: str) -> dict[str, str]:
         for module in modules:
             steps = MODULES[module](up)
             manifest["modules"][module] = [s.record() for s in steps]
-            files[f"{module}.json"] = dump([o for s in steps for o in s.objects])
+            text = dump([o for s in steps for o in s.objects])
+            shared = OUT / "default" / f"{module}.json"
+            if profile != "default" and shared.exists() and shared.read_text() == text:
+                manifest.setdefault("objects_from", {})[module] = "default"  # the same objects: not written twice
+            else:
+                files[f"{module}.json"] = text
         files["manifest.json"] = json.dumps(manifest, indent=1) + "\n"
         return files
 

@@ -7,10 +7,12 @@ its charts with ``helm template``), applied step by step as upstream's tasks did
 ``kubectl create namespace`` and ``kubectl label``, ``kubectl create`` for the Secrets it made from literals,
 ``kubectl apply`` (client-side; server-side for the CRDs too long for the last-applied annotation, as its fallback),
 ``helm install`` under upstream's release names of a chart holding the rendered objects (so Helm does not template
-them again), and the ``kubectl patch`` of a hook that was deleted on success. The credentials upstream generated (JWT
+them again), the CRDs and namespaces ``helm install`` created itself (``crds/``, ``--create-namespace``: field
+manager ``helm``, outside the release), ``kubectl label namespace``, and the ``kubectl patch`` of a hook that was
+deleted on success or of a task's script. The credentials upstream generated (JWT
 key and token, redis' password, each chart's CA and serving certificate) are new values filled in at apply time.
 
-A profile without ``upstream`` (:data:`PLUGGABLE`, :data:`DEFAULT_OURS`) is rendered from this installer's modules
+A profile without ``upstream`` (:data:`DEFAULT_OURS`) is rendered from this installer's modules
 instead (``installer.render``: each module's real playbook, reading the cluster), written the way the original wrote
 them, with the real CLIs:
 
@@ -22,12 +24,12 @@ them, with the real CLIs:
   chart that holds the rendered objects as a file (so Helm does not template them again). Custom resources and
   CRDs are applied with kubectl before the charts (whose webhooks would check them).
 
-:data:`DEFAULT` is the default platform with redis and OpenLDAP; :data:`PLUGGABLE`: every module whose v3.4.1 install
-used Helm. Either way: the original's cc status (``status.<component>: enabled``, ``enabledTime``), no
-``ks-installer-state``; objects it made that no module makes any more (a ConfigMap, a ClusterRole), and one Helm
-release no module knows. The rendered path adds the original's credentials (a JWT key in ``kubesphere-secret``, a
-random redis password in ``redis-secret/auth``, MinIO's fixed keys, its own webhook serving certificates; no Secret for
-OpenLDAP, whose directory was initialised with the chart's ``admin``)."""
+:data:`DEFAULT` is the default platform with redis and OpenLDAP; :data:`PLUGGABLE_UPSTREAM`: every pluggable
+module (upstream's profile ``pluggable``). Either way: the original's cc status (``status.<component>: enabled``,
+``enabledTime``), no ``ks-installer-state``; objects it made that no module makes any more (a ConfigMap, a
+ClusterRole), and one Helm release no module knows. The rendered path adds the original's credentials (a JWT key
+in ``kubesphere-secret``, a random redis password in ``redis-secret/auth``, MinIO's fixed keys, its own webhook
+serving certificates; no Secret for OpenLDAP, whose directory was initialised with the chart's ``admin``)."""
 
 from __future__ import annotations
 
@@ -213,16 +215,22 @@ class Profile:
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
 #: password (redis): upstream v3.4.1's own objects.
 DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
+#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
+#: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
+#: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
+#: kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.
+UPSTREAM_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
+                            "Deployment/kubesphere-system/ks-controller-manager"})
 #: The same, rendered from this installer's roles.
 DEFAULT_OURS = Profile(DEFAULT.spec)
-#: Every pluggable module whose v3.4.1 install used Helm (with OpenSearch's dashboard; DevOps brings MinIO).
-PLUGGABLE = Profile({
-    **DEFAULT.spec, "common__opensearch__dashboard": {"enabled": True},
-    "events": {"enabled": True, "ruler": {"enabled": True, "replicas": 2}}, "auditing": {"enabled": True},
-    "logging": {"enabled": True, "logsidecar": {"enabled": True, "replicas": 2}}, "devops": {"enabled": True},
-    "gatekeeper": {"enabled": True}, "multicluster": {"clusterRole": "host"}, "servicemesh": {"enabled": True},
-    "edgeruntime": {"enabled": True, "kubeedge": {"enabled": True}},
-})
+#: Every pluggable module v3.4.1 installs on a simulated cluster, as upstream v3.4.1's own objects (its profile
+#: ``pluggable``): the spec changes are paths, so each section keeps the default cc's other keys.
+PLUGGABLE_UPSTREAM = Profile({
+    **DEFAULT.spec, "common__opensearch__dashboard": {"enabled": True}, "events__enabled": True,
+    "auditing__enabled": True, "logging__enabled": True, "devops__enabled": True, "gatekeeper__enabled": True,
+    "multicluster__clusterRole": "host", "servicemesh__enabled": True, "edgeruntime__enabled": True,
+    "edgeruntime__kubeedge__enabled": True,
+}, upstream="pluggable")
 #: Kinds that hold a webhook certificate's CA (caBundle).
 CA_KINDS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition", "APIService"}
 BUILTIN_KINDS = {
@@ -516,7 +524,7 @@ class Builder:
                 for original, obj, key in zip(step.objects, objects, step.idents, strict=True):
                     kind, *rest = key.split("/")
                     self.made.refs[key] = (obj["apiVersion"], kind, rest[0] if len(rest) == 2 else "", rest[-1])
-                    if kind != "Namespace":
+                    if kind != "Namespace" and key not in self.made.adopted.get(module, []):
                         self.made.adopted.setdefault(module, []).append(key)
                     if values := creds.secret_values(original):
                         self.made.credentials[f"{rest[0]}/{rest[-1]}"] = values
@@ -559,6 +567,19 @@ class Builder:
                 path.write_text(yaml.safe_dump_all(big))
                 self.kubectl("apply", "--server-side", "--force-conflicts", *namespace, "-f", str(path))
             self.established([o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"])
+        elif step.how == "helm-crds":
+            # Helm creates a chart's crds/ that do not exist yet (and leaves those that do).
+            path = self.work / f"{module}-crds-{len(list(self.work.glob(f'{module}-crds-*.yaml')))}.yaml"
+            path.write_text(yaml.safe_dump_all(objects))
+            self.kubectl_rc("create", "--field-manager=helm", "-f", str(path))
+            self.established([o["metadata"]["name"] for o in objects])
+        elif step.how == "helm-create-namespace":
+            for obj in objects:
+                self.kubectl_rc("create", "namespace", obj["metadata"]["name"], "--field-manager=helm")
+        elif step.how == "kubectl-label-namespace":
+            for obj in objects:
+                labels = [f"{k}={v}" for k, v in obj["metadata"]["labels"].items()]
+                self.kubectl("label", "namespace", obj["metadata"]["name"], *labels, "--overwrite")
         elif step.how == "helm":
             self.helm_install(step.release, step.namespace, objects, module, step.chart, step.chart_version)
         elif step.how == "kubectl-patch":

@@ -4,6 +4,7 @@ status an earlier one left); down leaves nothing running."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from simcluster import kill_tree, pid_alive, process_tree, tool_path
+from v341_cluster import UPSTREAM_ROLLS
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -95,16 +97,19 @@ def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None
 
 
 def test_demo_over_a_cluster_that_v341_installed(tmp_path: Path) -> None:
-    """`up --from-v341`: the cluster the original left (its objects, Helm releases and installer Deployment), the
-    switch as README says, the real shell-operator under the installer's ServiceAccount: Ready, nothing deleted,
-    no workload restarted, only the unknown release left in Helm, the leftovers in status.adoption."""
+    """`up --from-v341`: the cluster the original left (upstream v3.4.1's own objects, Helm releases and installer
+    Deployment), the switch as README says, the real shell-operator under the installer's ServiceAccount: Ready,
+    nothing deleted, only the workloads README lists restarted, only the unknown release left in Helm, the leftovers
+    in status.adoption."""
     state = tmp_path / "demo"
     try:
         up = demo("up", state, "--from-v341")
         assert up.returncode == 0, up.stderr[-3000:] + up.stdout[-3000:]
         assert re.search(r"ks-installer\s+True\s+False\s+(\d+)/\1\s+Installed\s+v3\.4\.1", up.stdout), up.stdout
         assert re.search(r"objects the original made: \d{3}, deleted: 0\n", up.stdout), up.stdout
-        assert re.search(r"workloads: \d+, restarted: 0\n", up.stdout), up.stdout
+        rolled = re.search(r"workloads: \d+, restarted: (\d+)(.*)\n", up.stdout)
+        assert rolled, up.stdout
+        assert set(ast.literal_eval(rolled[2].strip() or "[]")) == UPSTREAM_ROLLS, rolled[0]
         listed = up.stdout.split("$ helm list -A\n", 1)[1].split("status.adoption:", 1)[0]
         assert [line.split()[0] for line in listed.strip().splitlines()[1:]] == ["extra-dashboards"], listed
         assert "ClusterRole/kubesphere-legacy-viewer" in up.stdout.split("status.adoption:", 1)[1]

@@ -1,22 +1,31 @@
-"""Taking over a cluster where ks-installer v3.4.1 installed every pluggable module it installed with Helm (events,
-auditing, logging, OpenSearch with its dashboard, DevOps with Argo CD and MinIO, Gatekeeper, KubeFed, the service
-mesh's operators, KubeEdge): the first reconcile adopts them all in place and retires every one of their releases
-(v341_cluster.PLUGGABLE). On a cluster of its own: the modules' webhooks and namespaces would stay in the shared one."""
+"""Taking over a cluster where ks-installer v3.4.1 installed every pluggable module (events, auditing, logging,
+OpenSearch with its dashboard and curator, Fluent Bit, DevOps with Argo CD, MinIO and OpenLDAP, Gatekeeper, KubeFed,
+the service mesh's operators, KubeEdge) from upstream's own objects (tests/parity/upstream-v341/pluggable, rendered by
+hack/upstream_render.py from the tag's templates and charts): the first reconcile adopts them all in place and retires
+every one of their releases (v341_cluster.PLUGGABLE_UPSTREAM). On a cluster of its own: the modules' webhooks and
+namespaces would stay in the shared one."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from v341_cluster import PLUGGABLE, RELEASES
+import upstream_fixture
+from v341_cluster import PLUGGABLE_UPSTREAM, RELEASES, UPSTREAM_ROLLS
 
 from installer.adoption import RELEASES as ADOPTED_RELEASES
+from installer.config import apply_defaults
+from installer.modules import get_module
 
 from .test_adoption import own_cluster, take_over
 
 pytestmark = pytest.mark.cluster
 
-#: The releases the fixture makes for PLUGGABLE (installer.adoption.RELEASES names them all).
+#: The pluggable modules the fixture holds, each ending ``enabled`` in the cc's status.
+PLUGGABLE_MODULES = ("opensearch", "fluentbit", "minio", "events", "auditing", "logging", "devops", "servicemesh",
+                     "multicluster", "edgeruntime", "gatekeeper", "redis", "openldap")
+#: Upstream's releases for them (installer.adoption.RELEASES names them all).
 PLUGGABLE_RELEASES = {
     "kubesphere-system/ks-core", "kubesphere-system/ks-openldap", "kubesphere-system/ks-minio",
     "kube-system/snapshot-controller", "kubesphere-monitoring-system/notification-manager",
@@ -27,22 +36,53 @@ PLUGGABLE_RELEASES = {
     "istio-system/jaeger-operator", "istio-system/kiali-operator", "kube-federation-system/kubefed",
     "kubeedge/cloudcore", "gatekeeper-system/gatekeeper",
 }
+#: Objects created again in place of upstream's because a field that cannot change differs (named in the log and
+#: status.modules.<module>.immutable): the Deployments whose selector v3.4.1's chart made of Helm's labels
+#: (Gatekeeper's ``heritage: Helm``; kube-events' and the log sidecar injector's ``app.kubernetes.io/managed-by:
+#: Helm``, ``helm.sh/chart`` with the chart's version), which a module's selector does not carry. Their pods are left
+#: to the new Deployment.
+PLUGGABLE_REPLACED = frozenset({
+    "Deployment/gatekeeper-system/gatekeeper-audit", "Deployment/gatekeeper-system/gatekeeper-controller-manager",
+    "Deployment/kubesphere-logging-system/ks-events-operator",
+    "Deployment/kubesphere-logging-system/logsidecar-injector-deploy"})
+#: What the switch may restart, once each: as over the default platform (OpenLDAP's passwords from its Secret,
+#: ks-apiserver's and ks-controller-manager's credentials as environment variables), and the two Deployments above
+#: whose pod template carried the chart's labels (Gatekeeper's keep theirs, as README says).
+PLUGGABLE_ROLLS = UPSTREAM_ROLLS | {"Deployment/kubesphere-logging-system/ks-events-operator",
+                                    "Deployment/kubesphere-logging-system/logsidecar-injector-deploy"}
 
 
 def test_fixture_releases_are_the_originals() -> None:
-    """Each release the fixture can make is one the installer retires, for the same module."""
-    assert {r.key: r.module for r in RELEASES}.items() <= {f"{ns}/{name}": m for (ns, name), m
-                                                           in ADOPTED_RELEASES.items()}.items()
+    """Each release either fixture makes is one the installer retires, for the same module."""
+    adopted = {f"{ns}/{name}": m for (ns, name), m in ADOPTED_RELEASES.items()}
+    assert {r.key: r.module for r in RELEASES}.items() <= adopted.items()
+    fixture = upstream_fixture.load("pluggable")
+    upstream = {f"{s.namespace}/{s.release}": m for m, steps in fixture.modules.items() for s in steps
+                if s.how == "helm"}
+    assert set(upstream) == PLUGGABLE_RELEASES
+    assert upstream.items() <= adopted.items()
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "the switch restarts workloads whose pod templates v3.4.1's charts rendered otherwise than the roles do (Argo "
+    "CD's and others; the test prints them): to be aligned in their roles, then this mark goes"))
+@pytest.mark.slow(reason="applies upstream's ~700 objects of every pluggable module with kubectl and helm, then the "
+                        "first reconcile of 17 modules (no render)")
 def test_first_reconcile_takes_over_the_pluggable_modules(tmp_path: Path) -> None:
     with own_cluster(tmp_path) as (installer, sim):
-        result = take_over(installer, sim, tmp_path, PLUGGABLE)
+        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM, may_restart=PLUGGABLE_ROLLS,
+                           may_replace=PLUGGABLE_REPLACED)
+        print("\n" + result.table())
+        cc = installer.cc()
     made = result.made
-    assert made.modules >= {"events", "auditing", "logging", "opensearch", "fluentbit", "devops", "minio",
-                            "gatekeeper", "multicluster", "servicemesh", "edgeruntime"}
+    assert made.modules >= set(PLUGGABLE_MODULES)
     assert {k for k, module in made.releases.items() if module} == PLUGGABLE_RELEASES
-    for module in ("events", "auditing", "logging", "opensearch", "devops", "gatekeeper", "multicluster",
-                   "servicemesh", "edgeruntime"):
-        assert made.status[module]["status"] == "enabled", module
-    print("\n" + result.table())
+    spec = apply_defaults(json.loads(json.dumps(cc["spec"])))
+    for module in PLUGGABLE_MODULES:
+        keys = [k for k, on in get_module(module).status_keys(spec).items() if on]
+        assert keys, module
+        for key in keys:
+            node = cc["status"]
+            for part in key.split("."):
+                node = node[part]
+            assert node["status"] == "enabled", (module, key, node)
