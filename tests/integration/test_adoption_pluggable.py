@@ -50,6 +50,21 @@ PLUGGABLE_REPLACED = frozenset({
 #: whose pod template carried the chart's labels (Gatekeeper's keep theirs, as README says).
 PLUGGABLE_ROLLS = UPSTREAM_ROLLS | {"Deployment/kubesphere-logging-system/ks-events-operator",
                                     "Deployment/kubesphere-logging-system/logsidecar-injector-deploy"}
+#: Workloads the switch restarts because their roles render the pod template otherwise than v3.4.1's charts did
+#: (README, "Switching from ks-installer v3.4.1": not aligned yet). Each one aligned leaves this list; one that
+#: restarts and is not here, or is here and no longer restarts, fails the test.
+NOT_ALIGNED = frozenset({
+    *(f"Deployment/argocd/devops-argocd-{name}" for name in ("applicationset-controller", "dex-server",
+                                                       "notifications-controller", "redis", "repo-server", "server")),
+    "StatefulSet/argocd/devops-argocd-application-controller",
+    *(f"Deployment/kubesphere-devops-system/devops-{name}" for name in ("apiserver", "controller", "jenkins")),
+    "Deployment/kubesphere-system/minio",
+    "StatefulSet/kubesphere-logging-system/opensearch-cluster-master",
+    "StatefulSet/kubesphere-logging-system/opensearch-cluster-data",
+    "Deployment/kubesphere-logging-system/fluentbit-operator",
+    "Deployment/kubesphere-logging-system/kube-auditing-operator",
+    "Deployment/istio-system/kiali-operator",
+})
 
 
 def test_fixture_releases_are_the_originals() -> None:
@@ -63,18 +78,16 @@ def test_fixture_releases_are_the_originals() -> None:
     assert upstream.items() <= adopted.items()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the switch restarts workloads whose pod templates v3.4.1's charts rendered otherwise than the roles do (Argo "
-    "CD's and others; the test prints them): to be aligned in their roles, then this mark goes"))
 @pytest.mark.slow(reason="applies upstream's ~700 objects of every pluggable module with kubectl and helm, then the "
                         "first reconcile of 17 modules (no render)")
 def test_first_reconcile_takes_over_the_pluggable_modules(tmp_path: Path) -> None:
     with own_cluster(tmp_path) as (installer, sim):
-        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM, may_restart=PLUGGABLE_ROLLS,
+        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM, may_restart=PLUGGABLE_ROLLS | NOT_ALIGNED,
                            may_replace=PLUGGABLE_REPLACED)
         print("\n" + result.table())
         cc = installer.cc()
     made = result.made
+    assert set(result.restarted) >= NOT_ALIGNED, sorted(NOT_ALIGNED - set(result.restarted))
     assert made.modules >= set(PLUGGABLE_MODULES)
     assert {k for k, module in made.releases.items() if module} == PLUGGABLE_RELEASES
     spec = apply_defaults(json.loads(json.dumps(cc["spec"])))
