@@ -50,6 +50,8 @@ class RunOutcome:
     """Each task's name, start, end and outcome (ok, changed, skipped, failed), for the timeline."""
     immutable: tuple[str, ...] = ()
     """Objects whose fields that cannot change differed, and what was done (ks_manifest's ``immutable``)."""
+    foreign: tuple[str, ...] = ()
+    """Fields of other writers removed from the module's objects, planted ServiceAccounts recreated (``foreign``)."""
 
     @property
     def interrupted(self) -> bool:
@@ -72,6 +74,7 @@ class _Progress:
         self.message: str | None = None
         self.spans: list[dict[str, Any]] = []
         self.immutable: list[str] = []
+        self.foreign: list[str] = []
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind, data = event.get("event"), event.get("event_data") or {}
@@ -89,9 +92,10 @@ class _Progress:
                 log.error("[%s] task failed: %s: %s", self.module, self.failed_task, self.message)
         elif kind == "runner_on_ok":
             res = data.get("res") or {}
-            for line in res.get("immutable") or []:
-                self.immutable.append(line)
-                log.warning("[%s] %s", self.module, escaped(line, 400))
+            for key, into in (("immutable", self.immutable), ("foreign", self.foreign)):
+                for line in res.get(key) or []:
+                    into.append(line)
+                    log.warning("[%s] %s", self.module, escaped(line, 1000))
             for warning in (res.get(WARNINGS_KEY) or [])[:50]:
                 log.warning("[%s] %s", self.module, escaped(warning, 400))
         if kind in _TASK_ENDS and self.spans:
@@ -261,7 +265,7 @@ class PlaybookRunner:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         return RunOutcome(module.name, step.action, ok, result.status, progress.failed_task,
                        None if ok else message, progress.tasks, inventory, tuple(progress.spans),
-                          tuple(progress.immutable))
+                          tuple(progress.immutable), tuple(progress.foreign))
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.
