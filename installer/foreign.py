@@ -125,17 +125,43 @@ def rendered(body: dict[str, Any] | None, path: Path) -> bool:
     return body is not None
 
 
-def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None = None) -> list[Path]:
+def _structural(path: Path) -> bool:
+    """Whether ``path`` only says a list item or map exists (its ``.`` or a field of its key), not what it holds."""
+    if path[-1] == ".":
+        return True
+    if len(path) < 2 or not path[-2].startswith("k:"):
+        return False
+    try:
+        return path[-1][2:] in json.loads(path[-2][2:])
+    except ValueError:
+        return False
+
+
+def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None = None,
+                  ours: frozenset[Path] = frozenset()) -> list[Path]:
     """The paths an entry owns that no writer but the installer may own: not allow-listed, or set by the render
-    (``body``; the installer's apply takes those back)."""
+    (``body``; the installer's apply takes those back). Sharing the existence of an item the installer applied
+    (``ours``: its entry's paths) is no foreign field (a caBundle injector names the webhook it writes to)."""
     if is_ours(entry):
         return []
-    return [p for p in leaves(entry.get("fieldsV1") or {}) if not allowed(kind, p) or rendered(body, p)]
+    out = []
+    for path in leaves(entry.get("fieldsV1") or {}):
+        if _structural(path) and (path in ours or rendered(body, path)):
+            continue
+        if not allowed(kind, path) or rendered(body, path):
+            out.append(path)
+    return out
+
+
+def _ours(entries: list[dict[str, Any]]) -> frozenset[Path]:
+    return frozenset(p for e in entries if is_ours(e) for p in leaves(e.get("fieldsV1") or {}))
 
 
 def clean(kind: str, entries: list[dict[str, Any]], body: dict[str, Any] | None = None) -> bool:
     """Whether only the installer's apply entry owns the fields only it may own (field sets: not names or times)."""
-    return sum(1 for e in entries if is_ours(e)) == 1 and not any(foreign_paths(kind, e, body) for e in entries)
+    ours = _ours(entries)
+    return sum(1 for e in entries if is_ours(e)) == 1 and not any(foreign_paths(kind, e, body, ours)
+                                                                  for e in entries)
 
 
 def _segment(key: str) -> str:
@@ -192,15 +218,15 @@ def eviction(kind: str, entries: list[dict[str, Any]], now: str, body: dict[str,
     if kind not in TAKEN_OVER_KINDS:
         return None
     ours = next((e for e in entries if is_ours(e)), None)
-    if ours is None or not any(foreign_paths(kind, e, body) for e in entries):
+    owned = _ours(entries)
+    if ours is None or not any(foreign_paths(kind, e, body, owned) for e in entries):
         return None
-    owned = set(leaves(ours.get("fieldsV1") or {}))
-    moved = {p for e in entries for p in foreign_paths(kind, e, body)}
+    moved = {p for e in entries for p in foreign_paths(kind, e, body, owned)}
     mine = {**copy.deepcopy(ours), "fieldsV1": tree(sorted(owned | moved)), "time": now}
     removed: dict[str, set[str]] = {}
     out: list[dict[str, Any]] = []
     for entry in entries:
-        paths = foreign_paths(kind, entry, body)
+        paths = foreign_paths(kind, entry, body, owned)
         if entry is ours or not paths:
             out.append(mine if entry is ours else entry)
             continue
