@@ -144,22 +144,30 @@ def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None 
     (``ours``: its entry's paths) is no foreign field (a caBundle injector names the webhook it writes to)."""
     if is_ours(entry):
         return []
+    paths = leaves(entry.get("fieldsV1") or {})
+    kept = [p for p in paths if allowed(kind, p) and not rendered(body, p)]
     out = []
-    for path in leaves(entry.get("fieldsV1") or {}):
-        if _structural(path) and (path in ours or rendered(body, path)):
+    for path in paths:
+        if path in kept or (_structural(path) and (path in ours or rendered(body, path) or _holds(path, kept))):
             continue
-        if not allowed(kind, path) or rendered(body, path):
-            out.append(path)
+        out.append(path)
     return out
 
 
-def _ours(entries: list[dict[str, Any]]) -> frozenset[Path]:
+def _holds(path: Path, kept: list[Path]) -> bool:
+    """Whether the map or item ``path`` says exists holds one of the allow-listed fields ``kept``."""
+    base = path[:-1] if path[-1] == "." else path[:-2]
+    return any(len(k) > len(base) and k[:len(base)] == base and k[len(base)] != "." for k in kept)
+
+
+def installer_paths(entries: list[dict[str, Any]]) -> frozenset[Path]:
+    """The paths the installer's apply entry owns."""
     return frozenset(p for e in entries if is_ours(e) for p in leaves(e.get("fieldsV1") or {}))
 
 
 def clean(kind: str, entries: list[dict[str, Any]], body: dict[str, Any] | None = None) -> bool:
     """Whether only the installer's apply entry owns the fields only it may own (field sets: not names or times)."""
-    ours = _ours(entries)
+    ours = installer_paths(entries)
     return sum(1 for e in entries if is_ours(e)) == 1 and not any(foreign_paths(kind, e, body, ours)
                                                                   for e in entries)
 
@@ -218,7 +226,7 @@ def eviction(kind: str, entries: list[dict[str, Any]], now: str, body: dict[str,
     if kind not in TAKEN_OVER_KINDS:
         return None
     ours = next((e for e in entries if is_ours(e)), None)
-    owned = _ours(entries)
+    owned = installer_paths(entries)
     if ours is None or not any(foreign_paths(kind, e, body, owned) for e in entries):
         return None
     moved = {p for e in entries for p in foreign_paths(kind, e, body, owned)}

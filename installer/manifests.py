@@ -180,7 +180,7 @@ class ApplyResult:
         if path:
             with open(path, "a", encoding="utf-8") as out:
                 out.write(json.dumps({"applied": self.applied_refs, "deleted": self.deleted_refs,
-                                      "spared": self.spared}) + "\n")
+                                      "spared": self.spared, "foreign": self.foreign}) + "\n")
 
 
 def record_generated(refs: list[Ref]) -> None:
@@ -204,13 +204,14 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
     return sorted(live)
 
 
-def read_spared(path: str | os.PathLike[str]) -> list[str]:
-    """What a run's prunes and uninstalls left although it carries the module's label, and why."""
+def read_spared(path: str | os.PathLike[str], key: str = "spared") -> list[str]:
+    """What a run's prunes and uninstalls left although it carries the module's label, and why (``key="foreign"``:
+    the fields of other writers its applies removed, read here because a task with ``no_log`` hides its result)."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
     except FileNotFoundError:
         return []
-    return list(dict.fromkeys(s for line in lines for s in json.loads(line).get("spared") or []))
+    return list(dict.fromkeys(s for line in lines for s in json.loads(line).get(key) or []))
 
 
 def digest(body: Obj) -> str:

@@ -74,7 +74,6 @@ class _Progress:
         self.message: str | None = None
         self.spans: list[dict[str, Any]] = []
         self.immutable: list[str] = []
-        self.foreign: list[str] = []
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind, data = event.get("event"), event.get("event_data") or {}
@@ -92,10 +91,9 @@ class _Progress:
                 log.error("[%s] task failed: %s: %s", self.module, self.failed_task, self.message)
         elif kind == "runner_on_ok":
             res = data.get("res") or {}
-            for key, into in (("immutable", self.immutable), ("foreign", self.foreign)):
-                for line in res.get(key) or []:
-                    into.append(line)
-                    log.warning("[%s] %s", self.module, escaped(line, 1000))
+            for line in res.get("immutable") or []:
+                self.immutable.append(line)
+                log.warning("[%s] %s", self.module, escaped(line, 400))
             for warning in (res.get(WARNINGS_KEY) or [])[:50]:
                 log.warning("[%s] %s", self.module, escaped(warning, 400))
         if kind in _TASK_ENDS and self.spans:
@@ -256,6 +254,9 @@ class PlaybookRunner:
             inventory = tuple(read_inventory(inventory_file))
             for spared in read_spared(inventory_file):
                 log.warning("[%s] not deleted although it carries the module's label: %s", module.name, spared)
+            foreign = tuple(read_spared(inventory_file, "foreign"))
+            for line in foreign:
+                log.warning("[%s] %s", module.name, escaped(line, 1000))
         _drop_environment(results / module.name / "command")
         ok = result.status == "successful" and result.rc == 0
         message = progress.message
@@ -265,7 +266,7 @@ class PlaybookRunner:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         return RunOutcome(module.name, step.action, ok, result.status, progress.failed_task,
                        None if ok else message, progress.tasks, inventory, tuple(progress.spans),
-                          tuple(progress.immutable), tuple(progress.foreign))
+                          tuple(progress.immutable), foreign)
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.

@@ -86,3 +86,12 @@ def test_rendered_follows_keys_of_list_items() -> None:
     assert rendered(BODY, (*CONTAINERS, MAIN, "f:image"))
     assert not rendered(BODY, (*CONTAINERS, SIDE, "."))
     assert not rendered(None, ("f:spec",))
+
+
+def test_the_map_an_allow_listed_annotation_lives_in_is_not_foreign() -> None:
+    annotations = ("f:spec", "f:template", "f:metadata", "f:annotations")
+    roll = _entry("ks-installer-rollout", (*annotations, "."), (*annotations, "f:installer.kubesphere.io/config-hash"))
+    assert clean("Deployment", [OURS, roll], BODY)
+    extra = _entry("x", (*annotations, "."), (*annotations, "f:evil"))
+    plan = eviction("Deployment", [OURS, extra], "t", BODY)
+    assert plan is not None and plan.removed == {"x": ["spec.template.metadata.annotations"]}
