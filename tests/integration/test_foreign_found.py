@@ -141,3 +141,27 @@ def test_a_planted_service_account_is_created_anew_and_its_tokens_die(installer:
     assert not authenticated()
     status = json.dumps(installer.status()["modules"]["ks-core"]["foreignRemoved"])
     assert f"ServiceAccount/{NAMESPACE}/kubesphere: not made by module ks-core" in status
+
+
+def test_plan_objects_previews_what_the_run_removes_and_recreates(installer: Installer) -> None:
+    api = installer.api
+    core = client.CoreV1Api(api)
+    _apply_as(api, "x", {"apiVersion": "apps/v1", "kind": "Deployment",
+                         "metadata": {"name": "ks-controller-manager", "namespace": NAMESPACE},
+                         "spec": {"template": {"spec": {"containers": [
+                             {"name": "sidecar", "image": "example.invalid/evil:1"}]}}}})
+    core.delete_namespaced_service_account("kubesphere", NAMESPACE)
+    core.create_namespaced_service_account(NAMESPACE, {"metadata": {"name": "kubesphere"}})
+
+    shown = installer.cli("plan", "--objects", "--all", "--module", "ks-core", "-o", "json")
+    assert shown.returncode == 1, shown.stderr[-3000:]
+    objects = {o["object"]: o for m in json.loads(shown.stdout)["modules"] for o in m["objects"]}
+    removed = "removed fields of manager x: spec.template.spec.containers[sidecar]"
+    assert objects[f"Deployment/{NAMESPACE}/ks-controller-manager"]["action"] == "update"
+    assert objects[f"Deployment/{NAMESPACE}/ks-controller-manager"]["fields"] == [removed]
+    assert objects[f"ServiceAccount/{NAMESPACE}/kubesphere"]["action"] == "recreate"
+
+    proc = installer.reconcile("--check-drift")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"[ks-core] Deployment/{NAMESPACE}/ks-controller-manager: {removed}" in proc.stderr
+    assert f"[ks-core] ServiceAccount/{NAMESPACE}/kubesphere: not made by module ks-core" in proc.stderr
