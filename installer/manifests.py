@@ -34,7 +34,17 @@ from installer import yaml_c
 from installer.adoption import legacy_entries, now_rfc3339, take_over
 from installer.foreign import TAKEN_OVER_KINDS, clean, eviction, is_ours
 from installer.ownership import why_spared
-from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+from installer.settings import (
+    APPLIED_ANNOTATION,
+    CC_GROUP,
+    CC_KIND,
+    CC_NAME,
+    CC_VERSION,
+    FIELD_MANAGER,
+    MANAGED_BY,
+    MODULE_LABEL,
+    NAMESPACE,
+)
 
 Obj = dict[str, Any]
 Ref = tuple[str, str, str, str]
@@ -239,23 +249,29 @@ def unchanged_since_applied(meta: Obj, manifest_digest: str, body: Obj | None = 
                for e in entries if e is not ours[0] and e.get("subresource") != "status")
 
 
+PLANTED_NOTE = ("not made by module {module} nor by the original installer: deleted and created again, so tokens "
+                "minted for it no longer work")
 #: How far in the future the installer's own apply entry may be dated (clock skew) and still be believed.
 FUTURE_SLACK = 300
 JSON_PATCH = "application/json-patch+json"
 
 
-def planted(kind: str, meta: Obj | None, module: str) -> bool:
-    """Whether an existing object of the module's render is one it must not take over as it is: a ServiceAccount
-    without the module's label was not created by the module (tokens minted for it before would stay valid), so it
-    is deleted and created again. The label is the rule because the module creates every ServiceAccount it renders
-    with it, and the object's UID, which tokens are bound to, changes with the recreate."""
-    return kind == "ServiceAccount" and meta is not None and (meta.get("labels") or {}).get(MODULE_LABEL) != module
+def planted(meta: Obj, module: str, cc_created: str) -> bool:
+    """Whether an existing ServiceAccount of the module's render (``meta``: its metadata) is one the module must not
+    take over as it is (tokens minted for it would stay valid), so it is deleted and created again: one without the
+    module's label, unless it is the original installer's (its fields written by kubectl's client-side apply or
+    Helm, and created after the cc, ``cc_created``). Creation times are the API server's: a ServiceAccount planted
+    before KubeSphere's cc existed is recreated however it was written."""
+    if (meta.get("labels") or {}).get(MODULE_LABEL) == module:
+        return False
+    return not (legacy_entries(meta) and str(meta.get("creationTimestamp") or "") >= cc_created)
 
 
 class Manifests:
     def __init__(self, api: client.ApiClient, module: str) -> None:
         self.dyn = DynamicClient(api)
         self.module = module
+        self._cc_created: str | None = None
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dyn.resources.get(api_version=api_version, kind=kind)
@@ -427,15 +443,24 @@ class Manifests:
         """Delete a ServiceAccount of the render that exists without the module's label (:func:`planted`), so that
         the apply creates it anew (with another UID: tokens minted for the old one no longer authenticate)."""
         live = self._get(res, obj)
-        if live is None or not planted(obj["kind"], live.to_dict()["metadata"], self.module):
+        if live is None or not self.planted(live.to_dict()["metadata"]):
             return
         meta = obj["metadata"]
         with contextlib.suppress(NotFoundError):
             res.delete(name=meta["name"], namespace=meta.get("namespace"),
                        body={"preconditions": {"uid": live.metadata.uid}})
         self._wait_gone([obj], RECREATE_TIMEOUT)
-        result.foreign.append(f"{ident(obj)}: not made by module {self.module} (no module label): deleted and "
-                              "created again, so tokens minted for it no longer work")
+        result.foreign.append(f"{ident(obj)}: {PLANTED_NOTE.format(module=self.module)}")
+
+    def planted(self, meta: Obj) -> bool:
+        """:func:`planted` for a ServiceAccount of this module (the cc's creation read once, when first needed)."""
+        if self._cc_created is None:
+            try:
+                cc = self._resource(f"{CC_GROUP}/{CC_VERSION}", CC_KIND).get(name=CC_NAME, namespace=NAMESPACE)
+                self._cc_created = str(cc.metadata.creationTimestamp)
+            except (NotFoundError, ResourceNotFoundError):
+                self._cc_created = "~"  # no cc: nothing was installed from it, nothing is the original's
+        return planted(meta, self.module, self._cc_created)
 
     def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj:
         """What ``helm upgrade --force`` / ``kubectl replace --force`` do for an object whose apply was refused only

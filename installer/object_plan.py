@@ -34,6 +34,7 @@ from installer.manifests import (
     KIND_ORDER,
     NEVER_RECREATED,
     ORPHANED_KINDS,
+    PLANTED_NOTE,
     ApplyResult,
     Manifests,
     Obj,
@@ -41,7 +42,6 @@ from installer.manifests import (
     digest,
     ident,
     immutable_fields,
-    planted,
     ref_of,
     unchanged_since_applied,
 )
@@ -498,9 +498,9 @@ class ClusterPlanner:
             module.add(ref, "unchanged")
             return
         live = manifests._get(res, obj)
-        if live_meta is None and live is not None and planted(obj["kind"], live.to_dict()["metadata"], module.module):
-            module.add(ref, "recreate", note=f"not made by module {module.module} (no module label): deleted and "
-                       "created again, so tokens minted for it no longer work")
+        if live_meta is None and live is not None and obj["kind"] == "ServiceAccount" and manifests.planted(
+                live.to_dict()["metadata"]):
+            module.add(ref, "recreate", note=PLANTED_NOTE.format(module=module.module))
             return
         try:
             after = json.loads(res.server_side_apply(

@@ -169,7 +169,7 @@ def test_a_planted_service_account_is_created_anew(kube_api: client.ApiClient, m
     result = manifests.apply(_objects(ns))
     live = core.read_namespaced_service_account("sa", ns)
     assert live.metadata.uid != planted.metadata.uid
-    assert (f"ServiceAccount/{ns}/sa: not made by module {manifests.module} (no module label): deleted and created "
-            "again, so tokens minted for it no longer work") in result.foreign
+    assert (f"ServiceAccount/{ns}/sa: not made by module {manifests.module} nor by the original installer: "
+            "deleted and created again, so tokens minted for it no longer work") in result.foreign
     assert manifests.apply(_objects(ns)).foreign == []
     assert core.read_namespaced_service_account("sa", ns).metadata.uid == live.metadata.uid

@@ -134,8 +134,8 @@ def test_a_planted_service_account_is_created_anew_and_its_tokens_die(installer:
     proc = installer.reconcile("--check-drift")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Drift in ks-core: " in proc.stderr and f"ServiceAccount/{NAMESPACE}/kubesphere missing" in proc.stderr
-    assert (f"[ks-core] ServiceAccount/{NAMESPACE}/kubesphere: not made by module ks-core (no module label): deleted "
-            "and created again, so tokens minted for it no longer work") in proc.stderr
+    assert (f"[ks-core] ServiceAccount/{NAMESPACE}/kubesphere: not made by module ks-core nor by the original "
+            "installer: deleted and created again, so tokens minted for it no longer work") in proc.stderr
     live = core.read_namespaced_service_account("kubesphere", NAMESPACE)
     assert live.metadata.uid != planted.metadata.uid
     assert not authenticated()

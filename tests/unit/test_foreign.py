@@ -95,3 +95,17 @@ def test_the_map_an_allow_listed_annotation_lives_in_is_not_foreign() -> None:
     extra = _entry("x", (*annotations, "."), (*annotations, "f:evil"))
     plan = eviction("Deployment", [OURS, extra], "t", BODY)
     assert plan is not None and plan.removed == {"x": ["spec.template.metadata.annotations"]}
+
+
+def test_a_service_account_is_planted_unless_labelled_or_the_originals_made_after_the_cc() -> None:
+    from installer.manifests import planted
+
+    cc = "2026-01-01T00:00:00Z"
+    legacy = {"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {}}
+    assert not planted({"labels": {"installer.kubesphere.io/module": "m"}}, "m", cc)
+    assert planted({"labels": {"installer.kubesphere.io/module": "other"}}, "m", cc)
+    assert planted({"creationTimestamp": "2026-02-01T00:00:00Z"}, "m", cc)  # no sign of the original
+    original = {"creationTimestamp": "2026-02-01T00:00:00Z", "managedFields": [legacy]}
+    assert not planted(original, "m", cc)
+    assert planted({**original, "creationTimestamp": "2025-12-31T23:59:59Z"}, "m", cc)  # before the cc existed
+    assert planted(original, "m", "~")  # no cc
