@@ -18,7 +18,8 @@ The allow-list, by kind (a path matches it and everything under it):
   stamp (``deployment.kubernetes.io/revision``, ``deprecated.daemonset.template.generation``);
 - webhook configurations, APIServices: the ``caBundle`` (injected by cert-manager's cainjector);
 - Service: ``spec.clusterIP``, ``spec.clusterIPs``, ``spec.healthCheckNodePort`` and each port's ``nodePort``
-  (allocated by the API server).
+  (allocated by the API server);
+- ServiceAccount: ``secrets`` (the token controller of Kubernetes before 1.24 lists the token Secrets it made).
 
 Defaulted fields the API server sets are owned by nobody (or by whoever created the object: then they are taken
 over, removed by the apply and defaulted again to the same value, so no pod template changes).
@@ -57,6 +58,7 @@ ALLOWED: dict[str, tuple[Path, ...]] = {
     "ValidatingWebhookConfiguration": (("f:webhooks", "*", "f:clientConfig", "f:caBundle"),),
     "MutatingWebhookConfiguration": (("f:webhooks", "*", "f:clientConfig", "f:caBundle"),),
     "APIService": (("f:spec", "f:caBundle"),),
+    "ServiceAccount": (("f:secrets",),),
     "Service": (("f:spec", "f:clusterIP"), ("f:spec", "f:clusterIPs"), ("f:spec", "f:healthCheckNodePort"),
                 ("f:spec", "f:ports", "*", "f:nodePort")),
 }
