@@ -28,6 +28,7 @@ over, removed by the apply and defaulted again to the same value, so no pod temp
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,14 @@ def is_ours(entry: dict[str, Any]) -> bool:
     return entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply" and not entry.get("subresource")
 
 
+@functools.lru_cache(maxsize=4096)
+def _decoded(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def _child(node: Any, key: str) -> Any:
     """The part of an object a ``FieldsV1`` key names (None when absent)."""
     kind, _, rest = key.partition(":")
@@ -106,25 +115,34 @@ def _child(node: Any, key: str) -> Any:
         return None
     if kind == "i":
         return node[int(rest)] if rest.isdigit() and int(rest) < len(node) else None
-    try:
-        wanted = json.loads(rest)
-    except ValueError:
+    wanted = _decoded(rest)
+    if wanted is None or (kind == "k" and not isinstance(wanted, dict)):
         return None
     if kind == "v":
         return wanted if wanted in node else None
     return next((i for i in node if isinstance(i, dict) and all(i.get(k) == v for k, v in wanted.items())), None)
 
 
-def rendered(body: dict[str, Any] | None, path: Path) -> bool:
-    """Whether the object the installer applies (``body``) sets ``path``."""
+_ABSENT = object()
+
+
+def rendered(body: dict[str, Any] | None, path: Path, seen: dict[Path, Any] | None = None) -> bool:
+    """Whether the object the installer applies (``body``) sets ``path`` (``seen``: the parts already looked up,
+    by path, shared between the calls for one object)."""
+    if body is None:
+        return False
+    seen = {} if seen is None else seen
     node: Any = body
-    for key in path:
+    for depth, key in enumerate(path, 1):
         if key == ".":
             break
-        node = _child(node, key)
-        if node is None:
+        prefix = path[:depth]
+        if (found := seen.get(prefix, _ABSENT)) is _ABSENT:
+            found = seen[prefix] = _child(node, key)
+        if found is None:
             return False
-    return body is not None
+        node = found
+    return True
 
 
 def _structural(path: Path) -> bool:
@@ -133,10 +151,8 @@ def _structural(path: Path) -> bool:
         return True
     if len(path) < 2 or not path[-2].startswith("k:"):
         return False
-    try:
-        return path[-1][2:] in json.loads(path[-2][2:])
-    except ValueError:
-        return False
+    keys = _decoded(path[-2][2:])
+    return isinstance(keys, dict) and path[-1][2:] in keys
 
 
 def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None = None,
@@ -147,10 +163,13 @@ def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None 
     if is_ours(entry):
         return []
     paths = leaves(entry.get("fieldsV1") or {})
-    kept = [p for p in paths if allowed(kind, p) and not rendered(body, p)]
+    seen: dict[Path, Any] = {}
+    shown = {p: rendered(body, p, seen) for p in paths}
+    kept = [p for p in paths if not shown[p] and allowed(kind, p)]
+    kept_set = set(kept)
     out = []
     for path in paths:
-        if path in kept or (_structural(path) and (path in ours or rendered(body, path) or _holds(path, kept))):
+        if path in kept_set or (_structural(path) and (path in ours or shown[path] or _holds(path, kept))):
             continue
         out.append(path)
     return out
@@ -198,12 +217,8 @@ def readable(path: Path) -> str:
 
 def tops(paths: list[Path]) -> list[str]:
     """The readable paths of ``paths`` without those under another of them."""
-    bases = sorted({p[:-1] if p[-1] == "." else p for p in paths}, key=len)
-    kept: list[Path] = []
-    for base in bases:
-        if not any(base[:len(k)] == k for k in kept):
-            kept.append(base)
-    return sorted(readable(p) for p in kept)
+    bases = {p[:-1] if p[-1] == "." else p for p in paths}
+    return sorted(readable(b) for b in bases if not any(b[:n] in bases for n in range(1, len(b))))
 
 
 @dataclass
@@ -229,19 +244,21 @@ def eviction(kind: str, entries: list[dict[str, Any]], now: str, body: dict[str,
         return None
     ours = next((e for e in entries if is_ours(e)), None)
     owned = installer_paths(entries)
-    if ours is None or not any(foreign_paths(kind, e, body, owned) for e in entries):
+    found = [foreign_paths(kind, e, body, owned) for e in entries]
+    if ours is None or not any(found):
         return None
-    moved = {p for e in entries for p in foreign_paths(kind, e, body, owned)}
+    moved = {p for paths in found for p in paths}
     mine = {**copy.deepcopy(ours), "fieldsV1": tree(sorted(owned | moved)), "time": now}
     removed: dict[str, set[str]] = {}
     out: list[dict[str, Any]] = []
-    for entry in entries:
-        paths = foreign_paths(kind, entry, body, owned)
+    seen: dict[Path, Any] = {}
+    for entry, paths in zip(entries, found, strict=True):
         if entry is ours or not paths:
             out.append(mine if entry is ours else entry)
             continue
-        if gone := [p for p in paths if p not in owned and not rendered(body, p)]:
+        if gone := [p for p in paths if p not in owned and not rendered(body, p, seen)]:
             removed.setdefault(_manager(entry), set()).update(tops(gone))
-        if rest := [p for p in leaves(entry.get("fieldsV1") or {}) if p not in paths]:
+        dropped = set(paths)
+        if rest := [p for p in leaves(entry.get("fieldsV1") or {}) if p not in dropped]:
             out.append({**entry, "fieldsV1": tree(rest)})
     return Eviction(out, {m: sorted(p) for m, p in removed.items()})
