@@ -113,8 +113,9 @@ CLUSTER_LEFTOVER_KINDS = (
 OWN_PREFIX = "ks-installer"
 
 
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_rfc3339(ahead: float = 0) -> str:
+    """The time now (plus ``ahead`` seconds) as managedFields entries and the status write it."""
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=ahead)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def legacy_entries(meta: dict[str, Any]) -> list[dict[str, Any]]:

@@ -2,6 +2,13 @@
 
 Cheap by design: one label-selector list per kind across all modules, compared with the inventories in the
 state store. No playbook runs; only the modules with drift are re-applied.
+
+For the kinds whose foreign fields the apply removes (installer.foreign), an object drifted when a writer other
+than the installer's apply owns a field only the installer may own: someone changed a field it renders (the
+write moves the field to them) or added one (a sidecar, an env variable, a webhook). That reads the object's field
+sets only, never a manager's name or an entry's time, which whoever writes the object can forge. The repair's
+apply takes those fields over and removes them, so the next check finds nothing. Other kinds keep the rule by
+time: a manager other than Kubernetes' own wrote after the module's last run.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from installer.escape import escaped
+from installer.foreign import TAKEN_OVER_KINDS, clean, foreign_paths, installer_paths, tops
 from installer.manifests import Ref
 from installer.records import Record
 from installer.settings import FIELD_MANAGER, MODULE_LABEL
@@ -48,6 +56,16 @@ def foreign_editor(item: Any, since: dt.datetime) -> str | None:
     return None
 
 
+def foreign_fields(item: Any, kind: str) -> str | None:
+    """``manager: paths`` of the fields other writers own on an object of the kinds the apply cleans, or None."""
+    entries = item.to_dict()["metadata"].get("managedFields") or []
+    if clean(kind, entries):
+        return None
+    found = [f"{escaped(str(e.get('manager') or 'unknown'), 128)}: {', '.join(tops(paths))}"
+             for e in entries if (paths := foreign_paths(kind, e, ours=installer_paths(entries)))]
+    return "; ".join(found) or "the installer's own apply entry is missing"
+
+
 def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: bool = False) -> dict[str, list[str]]:
     """Per module, what drifted: ``"Deployment/ns/name missing"`` or (unless ``missing_only``) ``"... changed by
     kubectl-edit"``."""
@@ -68,6 +86,11 @@ def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: 
             item = live.get(key)
             if item is None or (item.metadata.labels or {}).get(MODULE_LABEL) != module:
                 drift[module].append(f"{_describe(ref)} missing")
-            elif not missing_only and (editor := foreign_editor(item, _time({"time": records[module].applied_at}))):
+            elif missing_only:
+                continue
+            elif kind in TAKEN_OVER_KINDS:
+                if (fields := foreign_fields(item, kind)) is not None:
+                    drift[module].append(f"{_describe(ref)} changed by {fields}")
+            elif editor := foreign_editor(item, _time({"time": records[module].applied_at})):
                 drift[module].append(f"{_describe(ref)} changed by {editor}")
     return dict(drift)

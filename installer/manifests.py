@@ -31,9 +31,20 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer import yaml_c
-from installer.adoption import legacy_entries, take_over
+from installer.adoption import legacy_entries, now_rfc3339, take_over
+from installer.foreign import TAKEN_OVER_KINDS, clean, eviction, is_ours
 from installer.ownership import why_spared
-from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+from installer.settings import (
+    APPLIED_ANNOTATION,
+    CC_GROUP,
+    CC_KIND,
+    CC_NAME,
+    CC_VERSION,
+    FIELD_MANAGER,
+    MANAGED_BY,
+    MODULE_LABEL,
+    NAMESPACE,
+)
 
 Obj = dict[str, Any]
 Ref = tuple[str, str, str, str]
@@ -170,6 +181,8 @@ class ApplyResult:
     deleted_refs: list[Ref] = field(default_factory=list)
     spared: list[str] = field(default_factory=list)
     """Objects with the module's label that prune or uninstall left, and why (installer.ownership)."""
+    foreign: list[str] = field(default_factory=list)
+    """``Kind/ns/name: removed fields of manager X: ...`` and planted ServiceAccounts recreated (installer.foreign)."""
 
     def record(self) -> None:
         """Append what was applied, deleted and spared to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
@@ -177,7 +190,7 @@ class ApplyResult:
         if path:
             with open(path, "a", encoding="utf-8") as out:
                 out.write(json.dumps({"applied": self.applied_refs, "deleted": self.deleted_refs,
-                                      "spared": self.spared}) + "\n")
+                                      "spared": self.spared, "foreign": self.foreign}) + "\n")
 
 
 def record_generated(refs: list[Ref]) -> None:
@@ -201,13 +214,14 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
     return sorted(live)
 
 
-def read_spared(path: str | os.PathLike[str]) -> list[str]:
-    """What a run's prunes and uninstalls left although it carries the module's label, and why."""
+def read_spared(path: str | os.PathLike[str], key: str = "spared") -> list[str]:
+    """What a run's prunes and uninstalls left although it carries the module's label, and why (``key="foreign"``:
+    the fields of other writers its applies removed, read here because a task with ``no_log`` hides its result)."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
     except FileNotFoundError:
         return []
-    return list(dict.fromkeys(s for line in lines for s in json.loads(line).get("spared") or []))
+    return list(dict.fromkeys(s for line in lines for s in json.loads(line).get(key) or []))
 
 
 def digest(body: Obj) -> str:
@@ -215,16 +229,19 @@ def digest(body: Obj) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
-def unchanged_since_applied(meta: Obj, manifest_digest: str) -> bool:
-    """Whether a live object (its metadata) still is what the installer applied of a manifest with this digest:
-    the annotation matches, the installer's apply entry is there, and every other manager's entry (status aside)
-    is older than it."""
+def unchanged_since_applied(meta: Obj, manifest_digest: str, body: Obj | None = None) -> bool:
+    """Whether a live object (its metadata) still is what the installer applied of a manifest (``body``, whose
+    digest is ``manifest_digest``): the annotation matches, the installer's apply entry is there and, for the kinds
+    whose foreign fields are removed (installer.foreign), no other entry owns a field only the installer may own
+    (field sets, not names or times); for the other kinds, every other manager's entry (status aside) is older than
+    the installer's, which is not dated in the future."""
     if (meta.get("annotations") or {}).get(APPLIED_ANNOTATION) != manifest_digest:
         return False
     entries = meta.get("managedFields") or []
-    ours = [e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
-            and not e.get("subresource")]
-    if len(ours) != 1 or not ours[0].get("time"):
+    if body is not None and body["kind"] in TAKEN_OVER_KINDS:
+        return clean(body["kind"], entries, body)
+    ours = [e for e in entries if is_ours(e)]
+    if len(ours) != 1 or not ours[0].get("time") or ours[0]["time"] > now_rfc3339(FUTURE_SLACK):
         return False
     stamp = ours[0]["time"]  # RFC 3339 in UTC, seconds: ordered as strings
     # Older than the apply; or, for the installer's own create of a namespace it claimed (_claim), of its second.
@@ -232,10 +249,29 @@ def unchanged_since_applied(meta: Obj, manifest_digest: str) -> bool:
                for e in entries if e is not ours[0] and e.get("subresource") != "status")
 
 
+PLANTED_NOTE = ("not made by module {module} nor by the original installer: deleted and created again, so tokens "
+                "minted for it no longer work")
+#: How far in the future the installer's own apply entry may be dated (clock skew) and still be believed.
+FUTURE_SLACK = 300
+JSON_PATCH = "application/json-patch+json"
+
+
+def planted(meta: Obj, module: str, cc_created: str) -> bool:
+    """Whether an existing ServiceAccount of the module's render (``meta``: its metadata) is one the module must not
+    take over as it is (tokens minted for it would stay valid), so it is deleted and created again: one without the
+    module's label, unless it is the original installer's (its fields written by kubectl's client-side apply or
+    Helm, and created after the cc, ``cc_created``). Creation times are the API server's: a ServiceAccount planted
+    before KubeSphere's cc existed is recreated however it was written."""
+    if (meta.get("labels") or {}).get(MODULE_LABEL) == module:
+        return False
+    return not (legacy_entries(meta) and str(meta.get("creationTimestamp") or "") >= cc_created)
+
+
 class Manifests:
     def __init__(self, api: client.ApiClient, module: str) -> None:
         self.dyn = DynamicClient(api)
         self.module = module
+        self._cc_created: str | None = None
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dyn.resources.get(api_version=api_version, kind=kind)
@@ -303,13 +339,16 @@ class Manifests:
             body = self._labelled(obj, adopt)
             manifest_digest = digest(body)
             body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = manifest_digest
-            if live_meta is not None and unchanged_since_applied(live_meta, manifest_digest):
+            if live_meta is not None and unchanged_since_applied(live_meta, manifest_digest, body):
                 result.applied.append(ident(obj))  # as applied last, and nobody wrote to it since
                 if adopt:
                     result.applied_refs.append(ref_of(obj))
                 continue
             try:
+                if live_meta is None and obj["kind"] == "ServiceAccount":
+                    self._recreate_planted(res, obj, result)
                 after = self._apply_one(res, obj, body, before is None and adopt, result)
+                after = self._evict_foreign(res, obj, body, after, result)
             except ApiException as exc:
                 raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
             result.applied.append(ident(obj))
@@ -373,6 +412,55 @@ class Manifests:
             assert after is not None
             return after
         return self._replace(res, obj, body, refused, result)
+
+    def _evict_foreign(self, res: Any, obj: Obj, body: Obj, after: Obj, result: ApplyResult,
+                       attempts: int = 5) -> Obj:
+        """Take the fields other writers own on ``after`` (the object as applied) over and apply again, which
+        removes those the render does not set (installer.foreign); returns the object as it ends. The managedFields
+        patch is guarded by the resourceVersion; when the object changed meanwhile it is read again."""
+        for _ in range(attempts):
+            plan = eviction(obj["kind"], after["metadata"].get("managedFields") or [], now_rfc3339(), body)
+            if plan is None:
+                return after
+            patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": after["metadata"]["resourceVersion"]},
+                     {"op": "replace", "path": "/metadata/managedFields", "value": plan.managed_fields}]
+            meta = obj["metadata"]
+            try:
+                moved = json.loads(res.patch(body=patch, name=meta["name"], namespace=meta.get("namespace"),
+                                             content_type=JSON_PATCH, serialize=False).data)
+            except ApiException as exc:
+                if exc.status not in (409, 422):
+                    raise
+                after = self._get(res, obj).to_dict()
+                continue
+            if plan.removed:
+                result.foreign.append(f"{ident(obj)}: {plan.describe()}")
+                return self._server_side_apply(res, body)
+            return moved
+        raise RuntimeError(f"{ident(obj)}: changed by others while their fields were being taken over")
+
+    def _recreate_planted(self, res: Any, obj: Obj, result: ApplyResult) -> None:
+        """Delete a ServiceAccount of the render that exists without the module's label (:func:`planted`), so that
+        the apply creates it anew (with another UID: tokens minted for the old one no longer authenticate)."""
+        live = self._get(res, obj)
+        if live is None or not self.planted(live.to_dict()["metadata"]):
+            return
+        meta = obj["metadata"]
+        with contextlib.suppress(NotFoundError):
+            res.delete(name=meta["name"], namespace=meta.get("namespace"),
+                       body={"preconditions": {"uid": live.metadata.uid}})
+        self._wait_gone([obj], RECREATE_TIMEOUT)
+        result.foreign.append(f"{ident(obj)}: {PLANTED_NOTE.format(module=self.module)}")
+
+    def planted(self, meta: Obj) -> bool:
+        """:func:`planted` for a ServiceAccount of this module (the cc's creation read once, when first needed)."""
+        if self._cc_created is None:
+            try:
+                cc = self._resource(f"{CC_GROUP}/{CC_VERSION}", CC_KIND).get(name=CC_NAME, namespace=NAMESPACE)
+                self._cc_created = str(cc.metadata.creationTimestamp)
+            except (NotFoundError, ResourceNotFoundError):
+                self._cc_created = "~"  # no cc: nothing was installed from it, nothing is the original's
+        return planted(meta, self.module, self._cc_created)
 
     def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj:
         """What ``helm upgrade --force`` / ``kubectl replace --force`` do for an object whose apply was refused only

@@ -26,13 +26,15 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from installer.adoption import dropped_by_takeover, legacy_entries, releases_to_retire
+from installer.adoption import dropped_by_takeover, legacy_entries, now_rfc3339, releases_to_retire
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API
+from installer.foreign import eviction
 from installer.manifests import (
     KIND_ORDER,
     NEVER_RECREATED,
     ORPHANED_KINDS,
+    PLANTED_NOTE,
     ApplyResult,
     Manifests,
     Obj,
@@ -74,6 +76,13 @@ def selector_change(live: Obj, body: Obj) -> str | None:
 def normalised_selector(selector: Any) -> Any:
     """A label selector without empty parts (``matchExpressions: []`` is no expression)."""
     return {k: v for k, v in (selector or {}).items() if v} if isinstance(selector, dict) else selector
+
+
+def foreign_removed(obj: Obj, after: Obj, body: Obj) -> list[str]:
+    """What the run's apply removes of other writers' fields (installer.foreign, as :class:`Manifests` decides it),
+    judged on the dry-run apply's result."""
+    plan = eviction(obj["kind"], (after.get("metadata") or {}).get("managedFields") or [], now_rfc3339(), body)
+    return [f"removed fields of manager {m}: {', '.join(p)}" for m, p in sorted((plan.removed if plan else {}).items())]
 
 
 def recreate_note(kind: str, fields: list[str]) -> str:
@@ -485,10 +494,14 @@ class ClusterPlanner:
             module.add(ref, "recreate", note="deleted and applied again by the run")
             return
         if live_meta is not None and unchanged_since_applied(live_meta, body["metadata"]["annotations"][
-                APPLIED_ANNOTATION]):
+                APPLIED_ANNOTATION], body):
             module.add(ref, "unchanged")
             return
         live = manifests._get(res, obj)
+        if live_meta is None and live is not None and obj["kind"] == "ServiceAccount" and manifests.planted(
+                live.to_dict()["metadata"]):
+            module.add(ref, "recreate", note=PLANTED_NOTE.format(module=module.module))
+            return
         try:
             after = json.loads(res.server_side_apply(
                 body=body, name=meta["name"], namespace=meta.get("namespace"), field_manager=FIELD_MANAGER,
@@ -515,8 +528,10 @@ class ClusterPlanner:
                 return
             dropped = [f"{path}: removed (only {', '.join(legacy)} set it)" for path in dropped_by_takeover(
                 current, body)]
-            module.add(ref, "adopt", [*fields, *dropped], note=f"made by {', '.join(legacy)}: taken over in place")
+            module.add(ref, "adopt", [*fields, *dropped, *foreign_removed(obj, after, body)],
+                       note=f"made by {', '.join(legacy)}: taken over in place")
             return
+        fields += foreign_removed(obj, after, body)
         module.add(ref, "update" if fields else "unchanged", fields)
 
     @staticmethod

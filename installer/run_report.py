@@ -190,7 +190,8 @@ class RunReport:
         else:
             self.events.normal(_EVENT_DONE[step.action], f"{step.module} {_DONE[step.action]} in {seconds:.0f}s")
             self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None, nextRetryTime=None,
-                               message=step.note or None, immutable=list(outcome.immutable) or None)
+                               message=step.note or None, immutable=list(outcome.immutable) or None,
+                               foreignRemoved=list(outcome.foreign) or None)
             if step.module in self.drift:
                 self.status.update({"drift": {step.module: None}})
             for key, on in module.status_keys(self.spec).items():

@@ -50,6 +50,8 @@ class RunOutcome:
     """Each task's name, start, end and outcome (ok, changed, skipped, failed), for the timeline."""
     immutable: tuple[str, ...] = ()
     """Objects whose fields that cannot change differed, and what was done (ks_manifest's ``immutable``)."""
+    foreign: tuple[str, ...] = ()
+    """Fields of other writers removed from the module's objects, planted ServiceAccounts recreated (``foreign``)."""
 
     @property
     def interrupted(self) -> bool:
@@ -252,6 +254,9 @@ class PlaybookRunner:
             inventory = tuple(read_inventory(inventory_file))
             for spared in read_spared(inventory_file):
                 log.warning("[%s] not deleted although it carries the module's label: %s", module.name, spared)
+            foreign = tuple(read_spared(inventory_file, "foreign"))
+            for line in foreign:
+                log.warning("[%s] %s", module.name, escaped(line, 1000))
         _drop_environment(results / module.name / "command")
         ok = result.status == "successful" and result.rc == 0
         message = progress.message
@@ -261,7 +266,7 @@ class PlaybookRunner:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         return RunOutcome(module.name, step.action, ok, result.status, progress.failed_task,
                        None if ok else message, progress.tasks, inventory, tuple(progress.spans),
-                          tuple(progress.immutable))
+                          tuple(progress.immutable), foreign)
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.
