@@ -245,7 +245,7 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     print("restarted:", result.restarted)
     assert unexpected == [], unexpected
     rolls = {k: len(set(after[k][1]) - set(workloads[k][1])) for k in result.restarted}
-    assert all(n == 1 for n in rolls.values()), rolls
+    assert all(n == 1 for n in rolls.values()), {k: n for k, n in rolls.items() if n != 1}
     return result
 
 
