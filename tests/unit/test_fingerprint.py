@@ -147,9 +147,10 @@ def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_p
 ANSIBLE_SIDE = {
     "__init__.py", "adoption.py", "ansible_tasks/__init__.py", "ansible_tasks/action.py",
     "ansible_tasks/ks_alert_rules.py",
-    "ansible_tasks/ks_core_secret.py", "ansible_tasks/ks_info.py", "ansible_tasks/ks_manifest.py",
-    "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py", "ansible_tasks/ks_rollout.py",
-    "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py", "escape.py", "images.py",
+    "ansible_tasks/ks_core_secret.py", "ansible_tasks/ks_found_check.py", "ansible_tasks/ks_info.py",
+    "ansible_tasks/ks_manifest.py", "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py",
+    "ansible_tasks/ks_rollout.py", "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py",
+    "credentials.py", "escape.py", "foreign.py", "images.py",
     "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py", "rollout.py", "s3_store.py",
     "settings.py", "spec.py", "yaml_c.py",
 }

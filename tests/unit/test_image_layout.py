@@ -54,7 +54,10 @@ def test_image_env_matches_engine_settings(monkeypatch) -> None:
 
 
 def test_image_runs_shell_operator_as_non_root_with_pinned_tools() -> None:
-    assert re.search(r'^ENTRYPOINT \["/shell-operator"\]$', DOCKERFILE, re.M)
+    # shell-operator under the pod-log formatter of the image's own Python (installer.podlog), in isolated mode
+    assert re.search(r'^ENTRYPOINT \["/opt/ks-installer/venv/bin/python3", "-I", "-m", "installer.podlog", '
+                     r'"/shell-operator"\]$', DOCKERFILE, re.M)
+    assert re.search(r'^CMD \["start"\]$', DOCKERFILE, re.M)
     assert re.search(r"^USER 1002$", DOCKERFILE, re.M)
     assert "hack/build-tools.sh shell-operator kubectl helm" in DOCKERFILE
     assert re.search(r"apt-get install .*\bjq\b", DOCKERFILE)
