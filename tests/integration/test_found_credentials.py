@@ -241,10 +241,22 @@ def test_a_good_webhook_certificate_found_is_kept(installer: Installer) -> None:
 
 @pytest.fixture
 def blank_redis_password(installer: Installer) -> Iterator[None]:
+    """redis-secret with a blank password in place of the one an earlier redis install kept (put back after)."""
     core = client.CoreV1Api(installer.api)
+    try:
+        kept = core.read_namespaced_secret("redis-secret", NAMESPACE)
+        core.delete_namespaced_secret("redis-secret", NAMESPACE)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        kept = None
     core.create_namespaced_secret(NAMESPACE, {"metadata": {"name": "redis-secret"}, "data": {"auth": ""}})
     yield
     core.delete_namespaced_secret("redis-secret", NAMESPACE)
+    if kept is not None:
+        core.create_namespaced_secret(NAMESPACE, {"metadata": {"name": "redis-secret", "labels": kept.metadata.labels,
+                                                               "annotations": kept.metadata.annotations},
+                                                  "type": kept.type, "data": kept.data})
 
 
 @pytest.mark.usefixtures("blank_redis_password")
