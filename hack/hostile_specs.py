@@ -57,6 +57,18 @@ def clean_refusal(message: str, prefix: str, limit: int) -> bool:
         and all(c.isprintable() for c in message)
 
 
+def judged(kind: str, judge: Callable[[], str], refusal: type[Exception], prefix: str,
+           limit: int) -> tuple[str, str | None]:
+    """``judge()``'s verdict, "refused" for a :func:`clean_refusal`, else "BUG" with the finding."""
+    try:
+        return judge(), None
+    except refusal as exc:
+        message = str(exc)
+        return ("refused", None) if clean_refusal(message, prefix, limit) else ("BUG", f"{kind}: {message[:300]!r}")
+    except BaseException as exc:  # any escape is the finding
+        return "BUG", f"{kind}: uncaught {type(exc).__name__}: {str(exc)[:200]!r}"
+
+
 def _base() -> dict[str, Any]:
     return copy.deepcopy(_base_doc())
 
@@ -393,6 +405,12 @@ def hostile_state(rng: random.Random) -> tuple[str, dict[str, str]]:
     return kind, {"redis": _b64(record), "_spec": _b64({"common": {"redis": {"enabled": True}}})}
 
 
+def read_state(parse: Callable[[dict[str, str], str], object], data: dict[str, str]) -> str:
+    """"valid" when the state reads (``parse`` raises when it does not)."""
+    parse(data, STATE_REF)
+    return "valid"
+
+
 def run_state(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
     """Generate ``count`` hostile state Secrets and read each as the reconcile, ``plan`` and the hook do."""
     from installer.state_codec import StateUnreadable, parse
@@ -402,18 +420,9 @@ def run_state(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
     bugs: list[str] = []
     for _ in range(count):
         kind, data = hostile_state(rng)
-        try:
-            parse(data, STATE_REF)
-            verdict = "valid"
-        except StateUnreadable as exc:
-            message = str(exc)
-            ok = clean_refusal(message, STATE_REF, MAX_STATE_MESSAGE)
-            verdict = "refused" if ok else "BUG"
-            if not ok:
-                bugs.append(f"{kind}: {message[:300]!r}")
-        except BaseException as exc:  # any escape is the finding
-            verdict = "BUG"
-            bugs.append(f"{kind}: uncaught {type(exc).__name__}: {str(exc)[:200]}")
+        verdict, bug = judged(kind, functools.partial(read_state, parse, data), StateUnreadable, STATE_REF,
+                              MAX_STATE_MESSAGE)
+        bugs += [bug] if bug else []
         totals[verdict] += 1
     if not quiet:
         print(f"state: {totals['valid']} valid, {totals['refused']} refused, {totals['BUG']} BUG ({count} Secrets)")
@@ -497,17 +506,9 @@ def run_found(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
     bugs: list[str] = []
     for _ in range(count):
         kind, name, live = hostile_found(rng)
-        try:
-            verdict = judge_found(kind, name, live)
-        except Refused as exc:
-            message = str(exc)
-            ok = clean_refusal(message, f"Secret {FOUND_NAMESPACE}/{name}: ", 1_000)
-            verdict = "refused" if ok else "BUG"
-            if not ok:
-                bugs.append(f"{kind}: {message[:300]!r}")
-        except BaseException as exc:  # any escape is the finding
-            verdict = "BUG"
-            bugs.append(f"{kind}: uncaught {type(exc).__name__}: {str(exc)[:200]!r}")
+        verdict, bug = judged(kind, functools.partial(judge_found, kind, name, live), Refused,
+                              f"Secret {FOUND_NAMESPACE}/{name}: ", 1_000)
+        bugs += [bug] if bug else []
         totals[verdict] += 1
     if not quiet:
         print(f"found: {totals['kept']} kept, {totals['replaced']} replaced, {totals['refused']} refused, "

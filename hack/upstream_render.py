@@ -37,6 +37,7 @@ import difflib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -201,15 +202,11 @@ class Upstream:
         them with kubectl first, so Helm skipped them), hooks deleted on success left out, generated values
         replaced by placeholders (found by rendering twice)."""
         with tempfile.TemporaryDirectory() as tmp:
-            chart_dir = self.root / chart
-            if chart.endswith(".tgz"):
-                with tarfile.open(chart_dir) as tar:
-                    tar.extractall(tmp, filter="data")
-                chart_dir = next(Path(tmp).iterdir())
+            chart_dir = self.chart_dir(chart, Path(tmp))
             if prepare is not None:
                 if not chart.endswith(".tgz"):
                     copied = Path(tmp) / "chart"
-                    __import__("shutil").copytree(chart_dir, copied)
+                    shutil.copytree(chart_dir, copied)
                     chart_dir = copied
                 prepare(chart_dir)
             files = []
@@ -247,16 +244,19 @@ class Upstream:
         return Step("helm", objects, namespace, release, meta["name"], str(meta["version"]), source or chart,
                     hooks_deleted=hooks, certificate=cert, duplicates=duplicates)
 
+    def chart_dir(self, chart: str, tmp: Path) -> Path:
+        """The vendored chart's directory; a ``.tgz`` chart unpacked into ``tmp`` first."""
+        if not chart.endswith(".tgz"):
+            return self.root / chart
+        with tarfile.open(self.root / chart) as tar:
+            tar.extractall(tmp, filter="data")
+        return next(p for p in tmp.iterdir() if p.is_dir())
 
     def chart_crds(self, chart: str, source: str = "") -> Step:
         """The CRDs of a chart's ``crds/`` directories (its subcharts' too), which ``helm install`` created itself
         (not part of the release: no Helm label or annotation, field manager ``helm``)."""
         with tempfile.TemporaryDirectory() as tmp:
-            chart_dir = self.root / chart
-            if chart.endswith(".tgz"):
-                with tarfile.open(chart_dir) as tar:
-                    tar.extractall(tmp, filter="data")
-                chart_dir = next(Path(tmp).iterdir())
+            chart_dir = self.chart_dir(chart, Path(tmp))
             paths = sorted(p for p in chart_dir.rglob("*") if p.parent.name == "crds" and p.is_file()
                            and p.suffix in (".yaml", ".yml", ".json"))
             objects = [o for p in paths for o in documents(p.read_text())]
