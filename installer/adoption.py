@@ -34,6 +34,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.foreign import is_ours
 from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
 
 log = logging.getLogger("installer")
@@ -141,8 +142,7 @@ def upgraded(meta: dict[str, Any], api_version: str) -> list[dict[str, Any]] | N
     legacy = legacy_entries(meta)
     if not legacy:
         return None
-    ours = next((e for e in entries if e.get("manager") == FIELD_MANAGER and e.get("operation") == "Apply"
-                 and not e.get("subresource")), None)
+    ours = next((e for e in entries if is_ours(e)), None)
     fields: dict[str, Any] = copy.deepcopy((ours or {}).get("fieldsV1") or {})
     for entry in legacy:
         merge_fields(fields, entry.get("fieldsV1") or {})

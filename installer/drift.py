@@ -61,8 +61,9 @@ def foreign_fields(item: Any, kind: str) -> str | None:
     entries = item.to_dict()["metadata"].get("managedFields") or []
     if clean(kind, entries):
         return None
+    ours = installer_paths(entries)
     found = [f"{escaped(str(e.get('manager') or 'unknown'), 128)}: {', '.join(tops(paths))}"
-             for e in entries if (paths := foreign_paths(kind, e, ours=installer_paths(entries)))]
+             for e in entries if (paths := foreign_paths(kind, e, ours=ours))]
     return "; ".join(found) or "the installer's own apply entry is missing"
 
 

@@ -214,9 +214,10 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
     return sorted(live)
 
 
-def read_spared(path: str | os.PathLike[str], key: str = "spared") -> list[str]:
-    """What a run's prunes and uninstalls left although it carries the module's label, and why (``key="foreign"``:
-    the fields of other writers its applies removed, read here because a task with ``no_log`` hides its result)."""
+def read_notes(path: str | os.PathLike[str], key: str) -> list[str]:
+    """One list of notes of a run's inventory file, each once: ``spared`` (what prunes and uninstalls left although
+    it carries the module's label, and why) or ``foreign`` (the fields of other writers its applies removed, read
+    here because a task with ``no_log`` hides its result)."""
     try:
         lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
     except FileNotFoundError:

@@ -25,7 +25,7 @@ from installer.ansible_tasks import WARNINGS_KEY
 from installer.engine_settings import Settings
 from installer.escape import escaped
 from installer.forkserver import SERVER
-from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_spared
+from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_notes
 from installer.modules import get_module
 from installer.plan import Action, Step
 
@@ -252,9 +252,9 @@ class PlaybookRunner:
                 ended = end_leftovers(f"{INVENTORY_ENV}={inventory_file}".encode())
                 log.debug("[%s] %s run: ended its leftover processes %s", module.name, result.status, ended)
             inventory = tuple(read_inventory(inventory_file))
-            for spared in read_spared(inventory_file):
+            for spared in read_notes(inventory_file, "spared"):
                 log.warning("[%s] not deleted although it carries the module's label: %s", module.name, spared)
-            foreign = tuple(read_spared(inventory_file, "foreign"))
+            foreign = tuple(read_notes(inventory_file, "foreign"))
             for line in foreign:
                 log.warning("[%s] %s", module.name, escaped(line, 1000))
         _drop_environment(results / module.name / "command")
