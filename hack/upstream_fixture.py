@@ -23,7 +23,16 @@ from installer.certs import generate
 from installer.core_secret import ADMIN_CLAIMS, jwt_hs256
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO / "tests" / "parity" / "upstream-v341"
+#: The tags rendered (hack/upstream_render.py), each with its profiles' directory.
+TAGS = ("v3.4.1", "v3.3.2")
+
+
+def fixtures_dir(tag: str = "v3.4.1") -> Path:
+    """The committed render of ``tag``: tests/parity/upstream-v341, tests/parity/upstream-v332."""
+    return REPO / "tests" / "parity" / f"upstream-{tag.replace('.', '')}"
+
+
+FIXTURES = fixtures_dir()
 PLACEHOLDER = re.compile(r"<generated:([^>]+)>")
 #: How upstream applied a step's objects (the manifest's ``how``).
 HOW = {
@@ -123,14 +132,15 @@ class Fixture:
         return self.manifest["spec_changes"]
 
 
-def load(profile: str = "default") -> Fixture:
-    """The committed render of ``profile``: each step's objects, matched to the manifest by order."""
-    root = FIXTURES / profile
+def load(profile: str = "default", tag: str = "v3.4.1") -> Fixture:
+    """The committed render of ``profile`` of ``tag``: each step's objects, matched to the manifest by order."""
+    base = fixtures_dir(tag)
+    root = base / profile
     manifest = json.loads((root / "manifest.json").read_text())
     modules: dict[str, list[Step]] = {}
     for module, records in manifest["modules"].items():
         shared = manifest.get("objects_from", {}).get(module)  # a module whose objects another profile holds
-        objects = json.loads((FIXTURES / (shared or profile) / f"{module}.json").read_text())
+        objects = json.loads((base / (shared or profile) / f"{module}.json").read_text())
         steps = []
         for rec in records:
             count = len(rec["objects"])

@@ -1,4 +1,5 @@
-"""Render what ks-installer v3.4.1 made, from upstream's own files, into tests/parity/upstream-v341 (derived output).
+"""Render what ks-installer v3.4.1 (and v3.3.2) made, from upstream's own files, into tests/parity/upstream-v341
+(upstream-v332; derived output).
 
 Not part of the installer: it reads a fetched checkout of ``github:kubesphere/ks-installer`` (a bare git directory;
 ``--git-dir``, default ``$KS_UPSTREAM_GIT_DIR`` or the fetch tool's mirror), unpacks the roles it needs at the tag
@@ -24,7 +25,11 @@ Profiles (:data:`PROFILES`): ``default`` (the default cc with Redis and OpenLDAP
 module as well; Istio itself, which v3.4.1 installed with ``istioctl`` from tarballs the fetched checkout lacks, is
 not rendered).
 
+Tags (:data:`TAGS`): v3.4.1 (both profiles) and v3.3.2 (``default``: the cluster upstream's v3.4.1 installer
+upgraded). The same steps read each tag's files; where the tags' roles differ, the step says so (``monitoring``).
+
     hack/upstream_render.py                 render and write the committed files
+    hack/upstream_render.py --tag v3.3.2    only that tag's profiles
     hack/upstream_render.py --check         render and diff against the committed files (exit 1 on a difference)
 """
 
@@ -48,11 +53,9 @@ from typing import Any
 
 import jinja2
 import yaml
-from upstream_fixture import CLUSTER_KINDS, Step, ident
+from upstream_fixture import CLUSTER_KINDS, Step, fixtures_dir, ident
 
 REPO = Path(__file__).resolve().parents[1]
-TAG = "v3.4.1"
-OUT = REPO / "tests" / "parity" / "upstream-v341"
 MIRROR = Path("/work/.mirror/kubesphere+ks-installer/repo")
 KUBE_VERSION = "v1.34.4"
 #: What a real cluster with the monitoring module's CRDs advertises (charts check some with .Capabilities).
@@ -142,13 +145,13 @@ def dump(objects: list[Obj]) -> str:
 class Upstream:
     """The unpacked tag, its variables for ``spec`` and its renderers."""
 
-    def __init__(self, git_dir: Path, root: Path, spec_changes: dict[str, Any]) -> None:
-        self.git_dir, self.root = git_dir, root
-        proc = subprocess.run(["git", f"--git-dir={git_dir}", "archive", TAG, *PATHS], capture_output=True,
+    def __init__(self, git_dir: Path, root: Path, spec_changes: dict[str, Any], tag: str = "v3.4.1") -> None:
+        self.git_dir, self.root, self.tag = git_dir, root, tag
+        proc = subprocess.run(["git", f"--git-dir={git_dir}", "archive", tag, *PATHS], capture_output=True,
                               check=True, timeout=300)
         with tarfile.open(fileobj=__import__("io").BytesIO(proc.stdout)) as tar:
             tar.extractall(root, filter="data")
-        self.commit = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", f"{TAG}^{{commit}}"],
+        self.commit = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", f"{tag}^{{commit}}"],
                                      capture_output=True, text=True, check=True).stdout.strip()
         self.env = environment()
         cc = yaml.safe_load((root / "deploy" / "cluster-configuration.yaml").read_text())
@@ -439,7 +442,10 @@ def ks_config(up: Upstream) -> list[Step]:
 
 def monitoring(up: Upstream) -> list[Step]:
     """roles/ks-monitor's prometheus-stack (default cc: no grafana, etcd, GPU, istio), notification-manager and the
-    monitoring dashboards' CRDs, in the order of its tasks."""
+    monitoring dashboards' CRDs, in the order of its tasks. The tags differ where their tasks do: v3.3.2 ships the
+    PodDisruptionBudgets as plain files and has no ``prometheus/kubesphere``; its notification-manager task applies
+    the chart's CRDs with kubectl only over a release of 1.0.0 (a new install: ``helm`` created them) and its chart
+    has no post-install hook."""
     v = up.variables("ks-monitor")
     base, tpl = "roles/ks-monitor/files/prometheus", "roles/ks-monitor/templates"
     rendered: dict[str, dict[str, str]] = {}
@@ -450,26 +456,34 @@ def monitoring(up: Upstream) -> list[Step]:
                       ("node-exporter", "node-exporter-daemonset.yaml"),
                       ("alertmanager", "alertmanager-alertmanager.yaml"),
                       ("alertmanager", "alertmanager-podDisruptionBudget.yaml")):
-        rendered.setdefault(sub, {})[name] = up.template(f"{tpl}/{name}.j2", v)
+        if (up.root / tpl / f"{name}.j2").exists():  # generate_manifests.yaml's list (v3.3.2: no PDB templates)
+            rendered.setdefault(sub, {})[name] = up.template(f"{tpl}/{name}.j2", v)
     operator = up.files(f"{base}/prometheus-operator", rendered["prometheus-operator"])
     crds = [f for f in operator if f[0].endswith("CustomResourceDefinition.yaml")]
     steps = [apply_step(up, crds), apply_step(up, [f for f in operator if f not in crds])]
     for sub in ("node-exporter", "kube-state-metrics", "prometheus", "kubernetes", "kubesphere", "alertmanager"):
-        steps.append(apply_step(up, up.files(f"{base}/{sub}", rendered.get(sub))))
+        if (up.root / base / sub).is_dir():  # prometheus/kubesphere (ks-core-monitor.yaml) is v3.4.1's
+            steps.append(apply_step(up, up.files(f"{base}/{sub}", rendered.get(sub))))
     nm = "roles/ks-monitor/files/notification-manager"
-    steps.append(apply_step(up, up.files(f"{nm}/crds")))
+    task = (up.root / "roles/ks-monitor/tasks/notification-manager.yaml").read_text()
+    if 'notification_check.stdout.find("1.0.0") != -1' in task:
+        steps.append(up.chart_crds(nm))  # v3.3.2: a new install's helm created them
+    else:
+        steps.append(apply_step(up, up.files(f"{nm}/crds")))
     values = up.template("roles/ks-monitor/templates/custom-values-notification.yaml.j2", v)
     chart = up.helm("notification-manager", nm, "kubesphere-monitoring-system", [values])
     steps.append(chart)
-    # Its post-install hook Job (deleted on success) gave the CRDs' conversion webhook the chart's CA.
-    hook = (up.root / nm / "templates" / "hooks.yaml").read_text()
-    crds = re.findall(r"kubectl patch crd (\S+) --type=merge", hook)
-    assert crds and "caBundle: ${caBundle}" in hook, "notification-manager's post-install hook changed"
-    steps.append(Step("kubectl-patch", [], source=f"{nm}/templates/hooks.yaml (post-install Job)", patches=[
-        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": crd},
-         "spec": {"conversion": {"webhook": {"clientConfig": {
-             "caBundle": "<generated:notification-manager/ca.crt>",
-             "service": {"namespace": "kubesphere-monitoring-system"}}}}}} for crd in crds]))
+    hooks = up.root / nm / "templates" / "hooks.yaml"
+    if hooks.exists():
+        # Its post-install hook Job (deleted on success) gave the CRDs' conversion webhook the chart's CA.
+        hook = hooks.read_text()
+        crds = re.findall(r"kubectl patch crd (\S+) --type=merge", hook)
+        assert crds and "caBundle: ${caBundle}" in hook, "notification-manager's post-install hook changed"
+        steps.append(Step("kubectl-patch", [], source=f"{nm}/templates/hooks.yaml (post-install Job)", patches=[
+            {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": crd},
+             "spec": {"conversion": {"webhook": {"clientConfig": {
+                 "caBundle": "<generated:notification-manager/ca.crt>",
+                 "service": {"namespace": "kubesphere-monitoring-system"}}}}}} for crd in crds]))
     steps.append(apply_step(up, up.files("roles/ks-monitor/files/monitoring-dashboard")))
     return steps
 
@@ -700,19 +714,25 @@ PROFILES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
 }
 
 
-def render(git_dir: Path, profile: str) -> dict[str, str]:
-    """File name → text of a profile's derived files."""
+#: Tag → the profiles rendered from it. v3.3.2 (what most clusters ran before upstream's v3.4.1 installer upgraded
+#: them): the default cc, the starting point of the switch from 3.3.x.
+TAGS: dict[str, tuple[str, ...]] = {"v3.4.1": ("default", "pluggable"), "v3.3.2": ("default",)}
+
+
+def render(git_dir: Path, profile: str, tag: str = "v3.4.1") -> dict[str, str]:
+    """File name → text of a profile's derived files, rendered from ``tag``."""
     changes, modules = PROFILES[profile]
-    with tempfile.TemporaryDirectory(prefix="ks-v341-") as tmp:
-        up = Upstream(git_dir, Path(tmp), changes)
-        manifest: dict[str, Any] = {"tag": TAG, "commit": up.commit, "kubernetes": KUBE_VERSION,
+    out = fixtures_dir(tag)
+    with tempfile.TemporaryDirectory(prefix=f"ks-{tag}-") as tmp:
+        up = Upstream(git_dir, Path(tmp), changes, tag)
+        manifest: dict[str, Any] = {"tag": tag, "commit": up.commit, "kubernetes": KUBE_VERSION,
                                     "spec_changes": changes, "modules": {}}
         files = {}
         for module in modules:
             steps = MODULES[module](up)
             manifest["modules"][module] = [s.record() for s in steps]
             text = dump([o for s in steps for o in s.objects])
-            shared = OUT / "default" / f"{module}.json"
+            shared = out / "default" / f"{module}.json"
             if profile != "default" and shared.exists() and shared.read_text() == text:
                 manifest.setdefault("objects_from", {})[module] = "default"  # the same objects: not written twice
             else:
@@ -724,26 +744,30 @@ def render(git_dir: Path, profile: str) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--git-dir", type=Path, default=Path(os.environ.get("KS_UPSTREAM_GIT_DIR", MIRROR)))
+    parser.add_argument("--tag", choices=sorted(TAGS), action="append", help="the tags to render (default: all)")
     parser.add_argument("--profile", choices=sorted(PROFILES), action="append")
     parser.add_argument("--check", action="store_true", help="diff a new render against the committed files")
     args = parser.parse_args(argv)
     failed = 0
-    for profile in args.profile or sorted(PROFILES):
-        out = OUT / profile
-        for name, text in render(args.git_dir, profile).items():
-            path = out / name
-            if args.check:
-                old = path.read_text() if path.exists() else ""
-                if old != text:
-                    failed = 1
-                    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
-                                                               str(path), f"{path} (new render)", n=2))
-            else:
-                out.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-        print(f"[upstream-render] {profile}: {'differs' if failed else 'same' if args.check else 'written'}",
-              file=sys.stderr)
-    return failed
+    for tag in args.tag or list(TAGS):
+        for profile in [p for p in args.profile or sorted(PROFILES) if p in TAGS[tag]]:
+            out = fixtures_dir(tag) / profile
+            differs = False
+            for name, text in render(args.git_dir, profile, tag).items():
+                path = out / name
+                if args.check:
+                    old = path.read_text() if path.exists() else ""
+                    if old != text:
+                        differs = True
+                        sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True),
+                                                                   str(path), f"{path} (new render)", n=2))
+                else:
+                    out.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text)
+            failed |= differs
+            print(f"[upstream-render] {tag} {profile}: "
+                  f"{'differs' if differs else 'same' if args.check else 'written'}", file=sys.stderr)
+    return int(failed)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The committed render of what upstream v3.4.1 made (tests/parity/upstream-v341, hack/upstream_render.py): the
-objects of each module are the inventory's (tests/parity/upstream, derived independently from the same tag), each
-step says how upstream applied them, and no generated credential is committed: every placeholder gets a value."""
+"""The committed renders of what upstream v3.4.1 and v3.3.2 made (tests/parity/upstream-v341, upstream-v332;
+hack/upstream_render.py): the objects of each module are the inventory's (tests/parity/upstream, derived
+independently from v3.4.1; v3.3.2's are those less what v3.4.1 added), each step says how upstream applied them, and
+no generated credential is committed: every placeholder gets a value."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from pathlib import Path
 
 import pytest
 import upstream_fixture
-from upstream_fixture import FIXTURES, Credentials, load, placeholders
+from upstream_fixture import TAGS, Credentials, fixtures_dir, load, placeholders
 
 PARITY = Path(__file__).resolve().parents[2] / "tests" / "parity" / "upstream"
 #: The inventory with each object's source and Helm release (the shared reference docs, beside the repository).
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "docs" / "upstream-inventory"
-PROFILES = sorted(p.name for p in FIXTURES.iterdir() if (p / "manifest.json").exists())
+#: (tag, profile) of every committed render.
+PROFILES = [(tag, p.name) for tag in TAGS for p in sorted(fixtures_dir(tag).iterdir())
+            if (p / "manifest.json").exists()]
+#: The commit each tag names in the fetched checkout (v3.4.1's: the inventory's ``upstream_commit``).
+COMMITS = {"v3.3.2": "a215a5daa457e30a49ca023077d684fe083e2f5a"}
 Key = tuple[str, str, str]
 
 
@@ -35,11 +40,11 @@ def key(ident: str) -> Key:
 
 
 def test_profiles_committed() -> None:
-    assert "default" in PROFILES
+    assert {("v3.4.1", "default"), ("v3.4.1", "pluggable"), ("v3.3.2", "default")} <= set(PROFILES)
 
 
 #: The releases a profile has beyond the default's.
-RELEASES = {"pluggable": {
+RELEASES = {"v3.4.1/pluggable": {
     "kubesphere-system/ks-minio", "kubesphere-logging-system/opensearch-master", "kubesphere-logging-system/"
     "opensearch-data", "kubesphere-logging-system/opensearch-logging-curator", "kubesphere-logging-system/"
     "opensearch-dashboard", "kubesphere-logging-system/logsidecar-injector", "kubesphere-logging-system/ks-events",
@@ -49,7 +54,7 @@ RELEASES = {"pluggable": {
 #: Where a profile's objects differ from the inventory (made for upstream's default cc), module → (more, fewer):
 #: namespaces the pluggable modules need, OpenSearch's dashboard, the namespaces ``helm --create-namespace`` made;
 #: Istio itself (``istioctl install``, not rendered) and Gatekeeper's PodSecurityPolicy (not served any more).
-DIFFERENCES: dict[str, dict[str, tuple[set[str], set[str]]]] = {"pluggable": {
+DIFFERENCES: dict[str, dict[str, tuple[set[str], set[str]]]] = {"v3.4.1/pluggable": {
     "preinstall": ({"Namespace/istio-system", "Namespace/kube-federation-system", "Namespace/kubesphere-devops-system",
                     "Namespace/kubesphere-logging-system"}, set()),
     "opensearch": ({"Deployment/kubesphere-logging-system/opensearch-dashboard-opensearch-dashboards",
@@ -61,9 +66,38 @@ DIFFERENCES: dict[str, dict[str, tuple[set[str], set[str]]]] = {"pluggable": {
     "multicluster": ({"Namespace/kube-federation-system"}, set()),
     "edgeruntime": ({"Namespace/kubeedge"}, set()),
     "gatekeeper": ({"Namespace/gatekeeper-system"}, {"PodSecurityPolicy/gatekeeper-admin"}),
+}, "v3.3.2/default": {
+    # v3.4.1 added the alerting RuleGroups (CRDs, webhooks) and the cluster.kubesphere.io webhook to ks-core's chart
+    "ks-core": (set(), {"CustomResourceDefinition/clusterrulegroups.alerting.kubesphere.io",
+                        "CustomResourceDefinition/globalrulegroups.alerting.kubesphere.io",
+                        "CustomResourceDefinition/rulegroups.alerting.kubesphere.io",
+                        "MutatingWebhookConfiguration/rulegroups.alerting.kubesphere.io",
+                        "ValidatingWebhookConfiguration/cluster.kubesphere.io",
+                        "ValidatingWebhookConfiguration/rulegroups.alerting.kubesphere.io"}),
+    # ... notification-manager 2.3.0's routers, silences and Chinese templates, and prometheus/kubesphere (the
+    # GlobalRuleGroups and KubeSphere's ServiceMonitors, ks-core-monitor.yaml)
+    "monitoring": (set(), {"ConfigMap/kubesphere-monitoring-system/zh-cn",
+                           "CustomResourceDefinition/routers.notification.kubesphere.io",
+                           "CustomResourceDefinition/silences.notification.kubesphere.io",
+                           "ServiceMonitor/kubesphere-monitoring-system/ks-apiserver",
+                           "ServiceMonitor/kubesphere-monitoring-system/ks-controller-manager",
+                           *(f"GlobalRuleGroup/{n}" for n in (
+                               "alertmanager-rules", "config-reloaders", "ks-apiserver", "ks-controller-manager",
+                               "kube-apiserver-slos", "kube-state-metrics", "kubernetes-apps", "kubernetes-resources",
+                               "kubernetes-storage", "kubernetes-system", "kubernetes-system-apiserver",
+                               "kubernetes-system-controller-manager", "kubernetes-system-kubelet",
+                               "kubernetes-system-scheduler", "node-exporter", "prometheus",
+                               "prometheus-operator"))}),
 }}
 #: The shared inventory's variant files a profile turns on, per module (their Helm releases join the module's).
-VARIANTS: dict[str, dict[str, tuple[str, ...]]] = {"pluggable": {"opensearch": ("opensearch-dashboard",)}}
+VARIANTS: dict[str, dict[str, tuple[str, ...]]] = {"v3.4.1/pluggable": {"opensearch": ("opensearch-dashboard",)}}
+#: Hooks a tag's charts did not have: v3.3.2's notification-manager (1.4.0) had no post-install Job.
+NO_HOOKS = {"v3.3.2": {"monitoring"}}
+#: CRDs a tag's ``helm install`` created from the chart's crds/ where v3.4.1's task applied them with kubectl first:
+#: v3.3.2 applied notification-manager's only over a release of 1.0.0.
+HELM_CREATED = {"v3.3.2": {"CustomResourceDefinition/configs.notification.kubesphere.io",
+                           "CustomResourceDefinition/notificationmanagers.notification.kubesphere.io",
+                           "CustomResourceDefinition/receivers.notification.kubesphere.io"}}
 #: How upstream applied an object again after an earlier step (each step holds an object once).
 AGAIN = ("kubectl-apply", "kubectl-label-namespace")
 
@@ -73,11 +107,12 @@ def istio(k: Key) -> bool:
     return ("istio" in k[2] or k[2].endswith("-1-14-6")) and not any(n in k[2] for n in ("jaeger", "kiali"))
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_objects_are_the_inventorys(profile: str) -> None:
+@pytest.mark.parametrize(("tag", "profile"), PROFILES)
+def test_objects_are_the_inventorys(tag: str, profile: str) -> None:
     """Per module: the same kinds, namespaces and names as the inventory, in the order upstream applied them
     (namespaces first, CRDs before their custom resources), each once (or applied again by a later kubectl step)."""
-    fixture = load(profile)
+    fixture = load(profile, tag)
+    name = f"{tag}/{profile}"
     for module, steps in fixture.modules.items():
         idents = [i for s in steps for i in s.idents]
         seen: set[str] = set()
@@ -88,7 +123,7 @@ def test_objects_are_the_inventorys(profile: str) -> None:
         kept, hooks = inventory(module)
         if module == "preinstall":  # upstream only labels kube-node-lease, which the inventory lists too
             kept.discard(("Namespace", "", "kube-node-lease"))
-        more, fewer = DIFFERENCES.get(profile, {}).get(module, (set(), set()))
+        more, fewer = DIFFERENCES.get(name, {}).get(module, (set(), set()))
         istioctl = {k for k in kept if istio(k)} if profile != "default" and module == "servicemesh" else set()
         kept -= istioctl
         assert {key(i) for i in idents} == (kept | {key(i) for i in more}) - {key(i) for i in fewer}, module
@@ -96,14 +131,16 @@ def test_objects_are_the_inventorys(profile: str) -> None:
             # A chart's CRDs upstream applied with kubectl first ("Create or update CRDs manually"; helm then skips
             # them) are kubectl's, though the inventory names them by the chart that holds them.
             applied = {key(i) for s in steps for i in s.idents if s.how == "kubectl-apply"}
-            files = (module, *VARIANTS.get(profile, {}).get(module, ()))
+            files = (module, *VARIANTS.get(name, {}).get(module, ()))
             released = {(o["kind"], o["namespace"] or "", o["name"]) for f in files
                         for o in json.loads((SHARED / f"{f}.json").read_text())["objects"] if o.get("helm_release")}
             unmade = hooks | applied | istioctl | {key(i) for i in fewer}
-            assert {key(i) for s in steps for i in s.idents if s.how in ("helm", "helm-crds")} - applied == (
-                released - unmade), module
+            helm = {key(i) for s in steps for i in s.idents if s.how in ("helm", "helm-crds")}
+            created = {key(i) for i in HELM_CREATED.get(tag, set())} & helm
+            assert helm - applied == (released - unmade) | created, module
         # A hook named at random per install: the inventory names its template, the render "<random>".
-        hooks = {(k, ns, "<random>" if "<" in n else n) for k, ns, n in hooks}
+        hooks = {(k, ns, "<random>" if "<" in n else n) for k, ns, n in hooks} if module not in NO_HOOKS.get(
+            tag, set()) else set()
         assert {key(h) for s in steps for h in s.hooks_deleted} == hooks, module
         kinds = [i.split("/")[0] for i in idents]
         crds = {o["spec"]["names"]["kind"] for s in steps for o in s.objects
@@ -112,11 +149,12 @@ def test_objects_are_the_inventorys(profile: str) -> None:
             assert kinds.index("CustomResourceDefinition") < kinds.index(kind), (module, kind)
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_steps_say_how_upstream_applied_them(profile: str) -> None:
-    fixture = load(profile)
-    assert fixture.manifest["tag"] == "v3.4.1"
-    assert fixture.manifest["commit"] == json.loads((PARITY / "ks-core.json").read_text())["upstream_commit"]
+@pytest.mark.parametrize(("tag", "profile"), PROFILES)
+def test_steps_say_how_upstream_applied_them(tag: str, profile: str) -> None:
+    fixture = load(profile, tag)
+    assert fixture.manifest["tag"] == tag
+    commit = COMMITS.get(tag) or json.loads((PARITY / "ks-core.json").read_text())["upstream_commit"]
+    assert fixture.manifest["commit"] == commit
     releases = set()
     for module, steps in fixture.modules.items():
         for step in steps:
@@ -127,20 +165,21 @@ def test_steps_say_how_upstream_applied_them(profile: str) -> None:
             assert step.objects or step.patches, (module, step.how)
     default = {"kube-system/snapshot-controller", "kubesphere-system/ks-core", "kubesphere-system/ks-openldap",
                "kubesphere-monitoring-system/notification-manager"}
-    assert releases == default | RELEASES.get(profile, set())
+    assert releases == default | RELEASES.get(f"{tag}/{profile}", set())
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_no_credential_committed_and_each_placeholder_filled(profile: str) -> None:
+@pytest.mark.parametrize(("tag", "profile"), PROFILES)
+def test_no_credential_committed_and_each_placeholder_filled(tag: str, profile: str) -> None:
     """What upstream generated is a placeholder; the fixture's values fill every one (a Secret's data and a
     caBundle base64, certificates that the CA signs for the chart's names)."""
-    text = "".join(p.read_text() for p in (FIXTURES / profile).iterdir())
+    text = "".join(p.read_text() for p in (fixtures_dir(tag) / profile).iterdir())
     assert "PRIVATE KEY" not in text and "BEGIN CERTIFICATE" not in text
-    fixture = load(profile)
+    fixture = load(profile, tag)
     names = placeholders(fixture)
-    assert {"kubesphere-secret/secret", "kubesphere-secret/token", "redis-secret/auth",
-            "notification-manager/ca.crt", "notification-manager/tls.crt", "notification-manager/tls.key",
-            "ks-core/ca.crt", "ks-core/tls.crt", "ks-core/tls.key"} <= names
+    # notification-manager 1.4.0 (v3.3.2) shipped a fixed key pair (tls.yaml), generated nothing
+    generated = {"notification-manager/ca.crt", "notification-manager/tls.crt", "notification-manager/tls.key"}
+    assert {"kubesphere-secret/secret", "kubesphere-secret/token", "redis-secret/auth", "ks-core/ca.crt",
+            "ks-core/tls.crt", "ks-core/tls.key", *(generated if tag != "v3.3.2" else ())} <= names
     creds = Credentials(fixture)
     filled = [creds.fill(o) for steps in fixture.modules.values() for s in steps for o in s.objects]
     assert "<generated:" not in json.dumps(filled)
