@@ -463,7 +463,7 @@ def monitoring(up: Upstream) -> list[Step]:
     steps = [apply_step(up, crds), apply_step(up, [f for f in operator if f not in crds])]
     for sub in ("node-exporter", "kube-state-metrics", "prometheus", "kubernetes", "kubesphere", "alertmanager"):
         if (up.root / base / sub).is_dir():  # prometheus/kubesphere (ks-core-monitor.yaml) is v3.4.1's
-            steps.append(apply_step(up, up.files(f"{base}/{sub}", rendered.get(sub))))
+            steps.append(served(apply_step(up, up.files(f"{base}/{sub}", rendered.get(sub)))))
     nm = "roles/ks-monitor/files/notification-manager"
     task = (up.root / "roles/ks-monitor/tasks/notification-manager.yaml").read_text()
     if 'notification_check.stdout.find("1.0.0") != -1' in task:
@@ -486,6 +486,17 @@ def monitoring(up: Upstream) -> list[Step]:
                  "service": {"namespace": "kubesphere-monitoring-system"}}}}}} for crd in crds]))
     steps.append(apply_step(up, up.files("roles/ks-monitor/files/monitoring-dashboard")))
     return steps
+
+
+def served(step: Step) -> Step:
+    """``step`` with its ``policy/v1beta1`` PodDisruptionBudgets (v3.3.2's Prometheus and Alertmanager files) as
+    ``policy/v1``: the fixture's Kubernetes (1.25+) serves only that, and a cluster upgraded since reads the stored
+    objects so (the same fields)."""
+    old = [o for o in step.objects if o["apiVersion"] == "policy/v1beta1" and o["kind"] == "PodDisruptionBudget"]
+    if old:
+        step.objects = [{**o, "apiVersion": "policy/v1"} if o in old else o for o in step.objects]
+        step.source += " (PodDisruptionBudget as policy/v1: Kubernetes 1.25+ serves no policy/v1beta1)"
+    return step
 
 
 LOGGING = "kubesphere-logging-system"

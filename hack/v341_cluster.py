@@ -210,11 +210,16 @@ class Profile:
 
     spec: dict[str, Any]
     upstream: str = ""
+    tag: str = "v3.4.1"
+    """The tag whose render ``upstream`` names (v3.3.2: the cluster upstream's v3.4.1 installer upgraded)."""
 
 
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
 #: password (redis): upstream v3.4.1's own objects.
 DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
+#: The default cc as upstream v3.3.2 itself rendered and applied it (tests/parity/upstream-v332/default): the 3.3.x
+#: cluster that upstream's v3.4.1 installer upgraded, and that switches to this installer instead.
+DEFAULT_V332 = Profile(DEFAULT.spec, upstream="default", tag="v3.3.2")
 #: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
 #: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
 #: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
@@ -286,8 +291,9 @@ def random_letters(length: int) -> str:
     return "".join(secrets.choice(string.ascii_letters) for _ in range(length))
 
 
-def upstream_status(spec: dict[str, Any], modules: list[str]) -> dict[str, Any]:
-    """The cc status v3.4.1 left for ``modules`` (their registry status keys, nested as ``events.ruler``)."""
+def upstream_status(spec: dict[str, Any], modules: list[str], version: str = "v3.4.1") -> dict[str, Any]:
+    """The cc status the original (``version``) left for ``modules`` (their registry status keys, nested as
+    ``events.ruler``)."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%Z", time.gmtime())
     status: dict[str, Any] = {}
     for module in modules:
@@ -297,8 +303,8 @@ def upstream_status(spec: dict[str, Any], modules: list[str]) -> dict[str, Any]:
                 for part in key.split("."):
                     node = node.setdefault(part, {})
                 node.update({"status": "enabled", "enabledTime": stamp})
-    status["core"]["version"] = "v3.4.1"
-    status["clusterId"] = "9f1c3a55-v341"
+    status["core"]["version"] = version
+    status["clusterId"] = f"9f1c3a55-{version.replace('.', '')}"
     return status
 
 
@@ -335,11 +341,11 @@ class Builder:
             self.kubectl("apply", "-f", str(path))
 
     def helm_install(self, release: str, namespace: str, objects: list[Obj], module: str = "",
-                     chart_name: str = "", chart_version: str = "0.1.0") -> None:
+                     chart_name: str = "", chart_version: str = "0.1.0", app_version: str = "v3.4.1") -> None:
         chart = self.work / "charts" / namespace / release
         (chart / "templates").mkdir(parents=True)
         (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": chart_name or release,
-                                                           "version": chart_version, "appVersion": "v3.4.1"}))
+                                                           "version": chart_version, "appVersion": app_version}))
         (chart / "objects.yaml").write_text(yaml.safe_dump_all(objects))
         (chart / "templates" / "objects.yaml").write_text('{{ .Files.Get "objects.yaml" }}\n')
         self.helm("install", release, str(chart), "--namespace", namespace)
@@ -508,13 +514,14 @@ class Builder:
         """The cluster from upstream's own render (tests/parity/upstream-v341), applied step by step as upstream's
         tasks did (:data:`upstream_fixture.HOW`), with new generated credentials."""
         begin = time.monotonic()
-        fixture = upstream_fixture.load(self.profile.upstream)
+        fixture = upstream_fixture.load(self.profile.upstream, self.profile.tag)
         assert fixture.spec_changes == self.profile.spec, "the profile's spec is not the fixture's"
         cc = self.cc()
         creds = upstream_fixture.Credentials(fixture)
         self.made.seconds["load"] = time.monotonic() - begin
         begin = time.monotonic()
-        status = upstream_status(apply_defaults(json.loads(json.dumps(cc["spec"]))), list(fixture.modules))
+        status = upstream_status(apply_defaults(json.loads(json.dumps(cc["spec"]))), list(fixture.modules),
+                                 self.profile.tag)
         self.target.patch_status(status)
         self.made.status = status
         for module, steps in fixture.modules.items():
@@ -581,7 +588,8 @@ class Builder:
                 labels = [f"{k}={v}" for k, v in obj["metadata"]["labels"].items()]
                 self.kubectl("label", "namespace", obj["metadata"]["name"], *labels, "--overwrite")
         elif step.how == "helm":
-            self.helm_install(step.release, step.namespace, objects, module, step.chart, step.chart_version)
+            self.helm_install(step.release, step.namespace, objects, module, step.chart, step.chart_version,
+                              self.profile.tag)
         elif step.how == "kubectl-patch":
             for patch in step.patches:
                 body = creds.fill(patch)

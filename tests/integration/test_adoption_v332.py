@@ -1,0 +1,143 @@
+"""Switching from KubeSphere 3.3.x: a cluster made of upstream v3.3.2's own objects (tests/parity/upstream-v332,
+the default cc with redis and OpenLDAP, applied as v3.3.2 did) switches to this installer and ends Ready at v3.4.1,
+where upstream's v3.4.1 installer was the upgrade path (README, "Switching from 3.3.x")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import upstream_fixture
+from kubernetes import client
+from simcluster import SimCluster
+from v341_cluster import DEFAULT_V332, UPSTREAM_ROLLS, V341Cluster, live, uid_of
+
+from installer.settings import MODULE_LABEL
+
+from .conftest import PLATFORM, Installer
+from .test_adoption import cluster, secret_value, take_over  # noqa: F401 (the fixture)
+
+pytestmark = pytest.mark.cluster
+
+MONITORING = "kubesphere-monitoring-system"
+#: notification-manager 1.4.0's webhook certificate: its chart shipped a fixed one (v3.4.1's generates one).
+NM_CERT = "Secret/kubesphere-monitoring-system/notification-manager-webhook-server-cert"
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
+#: Fields of an object that are not its content (what a switch may rewrite without updating it).
+META_ONLY = ("metadata", "status")
+
+
+def rendered(tag: str) -> dict[str, upstream_fixture.Obj]:
+    """``Kind/ns/name`` → object, of upstream's render of the default cc at ``tag``."""
+    fixture = upstream_fixture.load("default", tag)
+    return {i: o for steps in fixture.modules.values() for s in steps for i, o in zip(s.idents, s.objects,
+                                                                                       strict=True)}
+
+
+def released(tag: str) -> dict[str, set[str]]:
+    """``namespace/release`` → the idents its Helm record lists, at ``tag``."""
+    fixture = upstream_fixture.load("default", tag)
+    return {f"{s.namespace}/{s.release}": set(s.idents) for steps in fixture.modules.values() for s in steps
+            if s.how == "helm"}
+
+
+OLD, NEW = rendered("v3.3.2"), rendered("v3.4.1")
+#: The workloads whose pod template upstream v3.4.1 renders differently from v3.3.2 (new images, flags): upstream's
+#: ``helm upgrade`` / ``kubectl apply`` rolled them too. With the rolls of the switch from v3.4.1 (README's reasons),
+#: the only ones the switch may restart.
+TEMPLATE_CHANGED = frozenset(k for k, o in OLD.items() if o["kind"] in WORKLOADS and k in NEW
+                             and o["spec"]["template"] != NEW[k]["spec"]["template"])
+#: What v3.3.2's Helm records list that v3.4.1 renders nowhere: a ``helm upgrade`` deleted it (PVCs and CRDs
+#: excepted, which Helm keeps). The default cc has none: every object of v3.3.2's four releases is v3.4.1's too.
+#: ks-apiserver and ks-controller-manager roll twice from 3.3.x: onto ks-core's v3.4.1 template, then (ks-config runs
+#: after ks-core) onto v3.4.1's kubesphere.yaml, which differs from v3.3.2's; upstream rolled them once, with the new
+#: image, and applied the new kubesphere.yaml afterwards without restarting them.
+CONFIG_READERS = frozenset({"Deployment/kubesphere-system/ks-apiserver",
+                            "Deployment/kubesphere-system/ks-controller-manager"})
+DROPPED = frozenset(i for rel, idents in released("v3.3.2").items() for i in idents
+                    if i not in NEW and not i.startswith(("PersistentVolumeClaim/", "CustomResourceDefinition/")))
+
+
+def claim_uids(api: client.ApiClient) -> dict[str, str]:
+    """``namespace/name`` → uid of every PersistentVolumeClaim."""
+    return {f"{c.metadata.namespace}/{c.metadata.name}": c.metadata.uid
+            for c in client.CoreV1Api(api).list_persistent_volume_claim_for_all_namespaces().items}
+
+
+def content(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object without metadata and status (its spec, data, rules, webhooks...), the placeholders' values aside."""
+    return {k: v for k, v in obj.items() if k not in META_ONLY}
+
+
+@pytest.mark.slow(reason="applies upstream v3.3.2's ~270 objects of the default platform with kubectl and helm, then "
+                        "the first reconcile (no render)")
+def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tuple[Installer, SimCluster],  # noqa: F811
+                                                                   tmp_path: Path) -> None:
+    """The same takeover as from v3.4.1 (test_adoption.take_over: Ready, nothing of the original's lost, its
+    managers' fields pruned, its releases retired, its credentials kept), from v3.3.2: the core reports v3.4.1,
+    the objects v3.4.1 renders differently are updated to it, the admin's changed password and the fixed webhook
+    certificate of notification-manager 1.4.0 stay, and only workloads whose template v3.4.1 changed roll."""
+    installer, sim = cluster
+    before: dict[str, dict[str, Any]] = {}
+    nm_cert: dict[str, str] = {}
+    claims_before: dict[str, str] = {}
+    admin_hash = "$2a$10$zcHepmzfKPoxCVCYZr5K7ORPZZ/ySe9p/7IUb/8u./xHrnSX2LOCO"  # a password the user set
+
+    def snapshot(installer: Installer, made: V341Cluster) -> None:
+        """Before the switch: the user changed the admin's password; each object's content as v3.3.2 left it."""
+        assert installer.status()["core"]["version"] == "v3.3.2"
+        sim.kubectl("patch", "users.iam.kubesphere.io", "admin", "--type=merge", "-p",
+                    json.dumps({"spec": {"password": admin_hash}}))
+        for key, ref in made.refs.items():
+            before[key] = content(live(installer.api, ref).to_dict())
+        nm_cert["tls.crt"] = secret_value(installer.api, MONITORING, NM_CERT.split("/")[-1], "tls.crt")
+        claims_before.update(claim_uids(installer.api))
+
+    result = take_over(installer, sim, tmp_path, DEFAULT_V332, preview=snapshot,
+                       may_restart=UPSTREAM_ROLLS | TEMPLATE_CHANGED, rolls_twice=CONFIG_READERS)
+    api, made = installer.api, result.made
+    assert made.modules == set(PLATFORM) | {"redis", "openldap"}
+
+    # Ready at v3.4.1.
+    status = installer.status()
+    assert status["core"]["version"] == "v3.4.1", status["core"]
+    for key in ("Deployment/kubesphere-system/ks-apiserver", "Deployment/kubesphere-system/ks-console",
+                "Deployment/kubesphere-system/ks-controller-manager"):
+        images = [c["image"] for c in live(api, made.refs[key]).to_dict()["spec"]["template"]["spec"]["containers"]]
+        assert any(i.endswith(":v3.4.1") for i in images), (key, images)
+
+    # Updated: each object whose content v3.4.1 renders differently from v3.3.2 changed, but for the credential kept
+    # (below); deleted: what v3.3.2's records list and v3.4.1 does not render (none at the default cc); the claims
+    # (redis' and the StatefulSets') are the same objects.
+    after = {k: content(live(api, ref).to_dict()) for k, ref in made.refs.items() if k in made.objects}
+    updated = {k for k in after if k in before and after[k] != before[k]}
+    by_v341 = {k for k in OLD if k in NEW and content(OLD[k]) != content(NEW[k])}
+    assert by_v341 - updated == {NM_CERT}, sorted(by_v341 - updated)
+    assert not DROPPED, DROPPED
+    assert claim_uids(api) == claims_before
+    # What v3.4.1 added (the alerting rule groups' CRDs, webhooks and GlobalRuleGroups, notification-manager 2.3.0's
+    # CRDs, KubeSphere's ServiceMonitors, ...): there after the switch.
+    added = {k: (o["apiVersion"], o["kind"], k.split("/")[1] if k.count("/") == 2 else "", o["metadata"]["name"])
+             for k, o in NEW.items() if k not in OLD}
+    assert len(added) > 20 and sorted(k for k, ref in added.items() if uid_of(api, ref) is None) == []
+
+    # Credentials: the JWT key, redis' password, ks-core's webhook certificate (take_over checks each generated one,
+    # none logged), the admin's password as the user set it, and notification-manager 1.4.0's certificate: the one
+    # its chart shipped, kept as it is (upstream's v3.4.1 chart generated a new one; README).
+    user = live(api, ("iam.kubesphere.io/v1alpha2", "User", "", "admin")).to_dict()
+    assert user["spec"]["password"] == admin_hash
+    assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
+        result.log
+    assert secret_value(api, MONITORING, NM_CERT.split("/")[-1], "tls.crt") == nm_cert["tls.crt"]
+
+    print(f"\nfrom v3.3.2 (default cc): {result.table()}")
+    print(f"{'module':<15} {'updated':>8} {'by v3.4.1':>10} {'deleted':>8}  rolled; left")
+    for module, keys in sorted(made.adopted.items()):
+        rolled = [k.split("/")[-1] for k in result.restarted if k in keys]
+        left = [k for k in keys if MODULE_LABEL not in (live(api, made.refs[k]).to_dict()["metadata"].get("labels")
+                                                         or {})]
+        print(f"{module:<15} {sum(k in updated for k in keys):>8} {sum(k in updated & by_v341 for k in keys):>10} "
+              f"{sum(k in DROPPED for k in keys):>8}  {', '.join(rolled) or '-'}; {', '.join(left) or '-'}")
+    print("credentials kept:", ", ".join(sorted([*made.credentials, NM_CERT, "User/admin spec.password"])))
