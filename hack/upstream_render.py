@@ -13,7 +13,8 @@ into a temporary directory outside the project, and for each module follows upst
 - the Secrets it made with ``kubectl create secret``.
 
 Output, per profile directory: ``<module>.json`` (the objects, as upstream's kubectl / helm saw them, in the order
-they were applied) and ``manifest.json`` (per module, each step: how it was applied — ``kubectl-create-namespace``,
+they were applied) and ``manifest.json`` (the cc the user applied: the tag's ``deploy/cluster-configuration.yaml``
+labels and spec with the profile's changes; per module, each step: how it was applied — ``kubectl-create-namespace``,
 ``kubectl-create-secret``, ``kubectl-apply`` with its ``-n``, ``helm`` with release, namespace, chart and version —
 and the objects it holds, ``Kind/namespace/name``). What upstream generated at install time is a placeholder
 ``<generated:NAME>`` that the fixture (hack/upstream_fixture.py) fills at apply time: the JWT key and token, redis'
@@ -156,6 +157,7 @@ class Upstream:
         self.env = environment()
         cc = yaml.safe_load((root / "deploy" / "cluster-configuration.yaml").read_text())
         self.spec = merge(cc["spec"], spec_changes)
+        self.cc = {"labels": cc["metadata"].get("labels") or {}, "spec": self.spec}
         self.cluster_kinds = set(CLUSTER_KINDS)
         for text in crd_texts(root):
             try:
@@ -737,7 +739,7 @@ def render(git_dir: Path, profile: str, tag: str = "v3.4.1") -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix=f"ks-{tag}-") as tmp:
         up = Upstream(git_dir, Path(tmp), changes, tag)
         manifest: dict[str, Any] = {"tag": tag, "commit": up.commit, "kubernetes": KUBE_VERSION,
-                                    "spec_changes": changes, "modules": {}}
+                                    "spec_changes": changes, "cc": up.cc, "modules": {}}
         files = {}
         for module in modules:
             steps = MODULES[module](up)

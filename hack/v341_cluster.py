@@ -212,6 +212,9 @@ class Profile:
     upstream: str = ""
     tag: str = "v3.4.1"
     """The tag whose render ``upstream`` names (v3.3.2: the cluster upstream's v3.4.1 installer upgraded)."""
+    upstream_cc: bool = False
+    """The cc is the tag's own ``deploy/cluster-configuration.yaml`` with the changes (the render's manifest), as the
+    user applied it and keeps through the switch; else this installer's with the changes."""
 
 
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
@@ -219,7 +222,7 @@ class Profile:
 DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
 #: The default cc as upstream v3.3.2 itself rendered and applied it (tests/parity/upstream-v332/default): the 3.3.x
 #: cluster that upstream's v3.4.1 installer upgraded, and that switches to this installer instead.
-DEFAULT_V332 = Profile(DEFAULT.spec, upstream="default", tag="v3.3.2")
+DEFAULT_V332 = Profile(DEFAULT.spec, upstream="default", tag="v3.3.2", upstream_cc=True)
 #: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
 #: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
 #: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
@@ -422,8 +425,18 @@ class Builder:
             self.made.credentials.setdefault(f"{args['namespace']}/{args['name']}", {})[args["key"]] = value
         return list(out.values())
 
-    def cc(self) -> dict[str, Any]:
-        return self.target.apply_cc(**self.profile.spec)
+    def cc(self, fixture: upstream_fixture.Fixture | None = None) -> dict[str, Any]:
+        """Apply the cc (``kubectl apply``, as users did, for the tag's own) and return it."""
+        if fixture is None or not self.profile.upstream_cc:
+            return self.target.apply_cc(**self.profile.spec)
+        cc = fixture.manifest["cc"]
+        path = self.work / "cluster-configuration.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": f"{CC_GROUP}/{CC_VERSION}", "kind": "ClusterConfiguration",
+                                        "metadata": {"name": CC_NAME, "namespace": NAMESPACE,
+                                                     "labels": cc["labels"]}, "spec": cc["spec"]}))
+        self.kubectl("apply", "-f", str(path))
+        return client.CustomObjectsApi(self.api).get_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE,
+                                                                              CC_PLURAL, CC_NAME)
 
     def render(self, cc: dict[str, Any], only: tuple[str, ...] = ()) -> tuple[dict[str, render.Rendered],
                                                                                dict[str, Any]]:
@@ -516,7 +529,7 @@ class Builder:
         begin = time.monotonic()
         fixture = upstream_fixture.load(self.profile.upstream, self.profile.tag)
         assert fixture.spec_changes == self.profile.spec, "the profile's spec is not the fixture's"
-        cc = self.cc()
+        cc = self.cc(fixture)
         creds = upstream_fixture.Credentials(fixture)
         self.made.seconds["load"] = time.monotonic() - begin
         begin = time.monotonic()

@@ -83,11 +83,14 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     before: dict[str, dict[str, Any]] = {}
     nm_cert: dict[str, str] = {}
     claims_before: dict[str, str] = {}
+    cc_before: dict[str, Any] = {}
     admin_hash = "$2a$10$zcHepmzfKPoxCVCYZr5K7ORPZZ/ySe9p/7IUb/8u./xHrnSX2LOCO"  # a password the user set
 
     def snapshot(installer: Installer, made: V341Cluster) -> None:
         """Before the switch: the user changed the admin's password; each object's content as v3.3.2 left it."""
         assert installer.status()["core"]["version"] == "v3.3.2"
+        cc_before.update(installer.cc())
+        assert cc_before["metadata"]["labels"]["version"] == "v3.3.2"  # v3.3.2's own cc, as the user applied it
         sim.kubectl("patch", "users.iam.kubesphere.io", "admin", "--type=merge", "-p",
                     json.dumps({"spec": {"password": admin_hash}}))
         for key, ref in made.refs.items():
@@ -100,9 +103,14 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     api, made = installer.api, result.made
     assert made.modules == set(PLATFORM) | {"redis", "openldap"}
 
-    # Ready at v3.4.1.
+    # Ready at v3.4.1, the user's cc as it was (upstream's v3.4.1 deleted it and created it again), the cluster's id
+    # kept.
     status = installer.status()
     assert status["core"]["version"] == "v3.4.1", status["core"]
+    cc = installer.cc()
+    assert (cc["spec"], cc["metadata"]["uid"], cc["metadata"]["labels"]) == (
+        cc_before["spec"], cc_before["metadata"]["uid"], cc_before["metadata"]["labels"])
+    assert status["clusterId"] == made.status["clusterId"]
     for key in ("Deployment/kubesphere-system/ks-apiserver", "Deployment/kubesphere-system/ks-console",
                 "Deployment/kubesphere-system/ks-controller-manager"):
         images = [c["image"] for c in live(api, made.refs[key]).to_dict()["spec"]["template"]["spec"]["containers"]]
