@@ -5,17 +5,18 @@ The default layout is ks-controller-manager's: Secret ``ks-controller-manager-we
 Service's DNS names signed by it. It is generated once and kept on later runs; it is replaced (upstream's charts
 made a new one on every upgrade) when it is missing, unreadable, does not match the Service's names or its key, is
 not signed by its CA (or that is no CA), has a key weaker than RSA 2048 or EC 256 bits or a SHA-1 or MD5 signature,
-is not valid yet, is valid for longer than the layout allows (what its chart generated), or either certificate
-expires within the renewal window. A Secret of a type other than Opaque or kubernetes.io/tls is refused
-(:class:`~installer.credentials.Refused`). The CA certificate (public) goes into every webhook's ``caBundle``; the
-key never leaves the Secret and nothing here logs or returns it. Other modules name their own Secret, CA and key
-names (:class:`Layout`).
+is not valid yet, is valid for longer than the layout allows (what its chart generated), either certificate
+expires within the renewal window, or its key pair is one an upstream chart published (:data:`PUBLISHED_KEYS`). A
+Secret of a type other than Opaque or kubernetes.io/tls is refused (:class:`~installer.credentials.Refused`). The
+CA certificate (public) goes into every webhook's ``caBundle``; the key never leaves the Secret and nothing here logs
+or returns it. Other modules name their own Secret, CA and key names (:class:`Layout`).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,15 @@ SKEW = dt.timedelta(minutes=5)
 TYPES = ("Opaque", "kubernetes.io/tls")
 WEAK_HASHES = (hashes.SHA1, hashes.MD5)
 KEYS = ("ca.crt", "tls.crt", "tls.key")
+#: SHA-256 of the public keys (SubjectPublicKeyInfo, DER) of serving certificates whose private key upstream's charts
+#: published: a Secret holding one is replaced, whatever its validity, since anyone can serve or read its webhook.
+PUBLISHED_KEYS = {
+    # notification-manager chart 1.4.0 (KubeSphere 3.2/3.3): templates/tls.yaml, CN notification-manager-webhook,
+    # valid 2021-07-27 to 2121-07-03; v3.4.1's chart still ships it beside the one it generates.
+    "47225e4effb165fc7ad69e68543110182929d61505aa306f8eef57362b214ef5",
+    # ks-devops chart 0.2.2 (v3.4.1), subchart s2i: values.yaml s2ioperator.secret, CN webhook-server-service.
+    "7a399012dda9a21ab8a94a1581963a3d1942094d80fd5ba5b39f436a080fe501",
+}
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,8 @@ def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = 
         return "certificate not signed by its CA"
     if key.public_key().public_bytes(*SPKI) != cert.public_key().public_bytes(*SPKI):
         return "key does not match the certificate"
+    if hashlib.sha256(cert.public_key().public_bytes(*SPKI)).hexdigest() in PUBLISHED_KEYS:
+        return "its key pair is the one upstream's chart published (the private key is public)"
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:

@@ -22,7 +22,8 @@ from .test_adoption import cluster, secret_value, take_over  # noqa: F401 (the f
 pytestmark = pytest.mark.cluster
 
 MONITORING = "kubesphere-monitoring-system"
-#: notification-manager 1.4.0's webhook certificate: its chart shipped a fixed one (v3.4.1's generates one).
+#: notification-manager 1.4.0's webhook certificate: its chart shipped a fixed key pair (public; v3.4.1's generates
+#: one), which the switch replaces.
 NM_CERT = "Secret/kubesphere-monitoring-system/notification-manager-webhook-server-cert"
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 #: Fields of an object that are not its content (what a switch may rewrite without updating it).
@@ -77,8 +78,9 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
                                                                    tmp_path: Path) -> None:
     """The same takeover as from v3.4.1 (test_adoption.take_over: Ready, nothing of the original's lost, its
     managers' fields pruned, its releases retired, its credentials kept), from v3.3.2: the core reports v3.4.1,
-    the objects v3.4.1 renders differently are updated to it, the admin's changed password and the fixed webhook
-    certificate of notification-manager 1.4.0 stay, and only workloads whose template v3.4.1 changed roll."""
+    the objects v3.4.1 renders differently are updated to it, the admin's changed password stays, the webhook key
+    pair notification-manager 1.4.0's chart published is replaced (named in the log), and only workloads whose
+    template v3.4.1 changed roll."""
     installer, sim = cluster
     before: dict[str, dict[str, Any]] = {}
     nm_cert: dict[str, str] = {}
@@ -116,13 +118,13 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
         images = [c["image"] for c in live(api, made.refs[key]).to_dict()["spec"]["template"]["spec"]["containers"]]
         assert any(i.endswith(":v3.4.1") for i in images), (key, images)
 
-    # Updated: each object whose content v3.4.1 renders differently from v3.3.2 changed, but for the credential kept
-    # (below); deleted: what v3.3.2's records list and v3.4.1 does not render (none at the default cc); the claims
-    # (redis' and the StatefulSets') are the same objects.
+    # Updated: each object whose content v3.4.1 renders differently from v3.3.2 changed (the published webhook
+    # certificate replaced, below); deleted: what v3.3.2's records list and v3.4.1 does not render (none at the
+    # default cc); the claims (redis' and the StatefulSets') are the same objects.
     after = {k: content(live(api, ref).to_dict()) for k, ref in made.refs.items() if k in made.objects}
     updated = {k for k in after if k in before and after[k] != before[k]}
     by_v341 = {k for k in OLD if k in NEW and content(OLD[k]) != content(NEW[k])}
-    assert by_v341 - updated == {NM_CERT}, sorted(by_v341 - updated)
+    assert NM_CERT in by_v341 and not by_v341 - updated, sorted(by_v341 - updated)
     assert not DROPPED, DROPPED
     assert claim_uids(api) == claims_before
     # What v3.4.1 added (the alerting rule groups' CRDs, webhooks and GlobalRuleGroups, notification-manager 2.3.0's
@@ -132,13 +134,15 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     assert len(added) > 20 and sorted(k for k, ref in added.items() if uid_of(api, ref) is None) == []
 
     # Credentials: the JWT key, redis' password, ks-core's webhook certificate (take_over checks each generated one,
-    # none logged), the admin's password as the user set it, and notification-manager 1.4.0's certificate: the one
-    # its chart shipped, kept as it is (upstream's v3.4.1 chart generated a new one; README).
+    # none logged), the admin's password as the user set it; notification-manager 1.4.0's certificate, the key pair
+    # its chart published, replaced with a warning (as upstream's v3.4.1 chart generated a new one).
     user = live(api, ("iam.kubesphere.io/v1alpha2", "User", "", "admin")).to_dict()
     assert user["spec"]["password"] == admin_hash
     assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
         result.log
-    assert secret_value(api, MONITORING, NM_CERT.split("/")[-1], "tls.crt") == nm_cert["tls.crt"]
+    assert secret_value(api, MONITORING, NM_CERT.split("/")[-1], "tls.crt") != nm_cert["tls.crt"]
+    assert (f"[monitoring] {NM_CERT.split('/', 1)[0]} {NM_CERT.split('/', 1)[1]}: replaced the certificate found "
+            "there: its key pair is the one upstream's chart published (the private key is public)") in result.log
 
     print(f"\nfrom v3.3.2 (default cc): {result.table()}")
     print(f"{'module':<15} {'updated':>8} {'by v3.4.1':>10} {'deleted':>8}  rolled; left")
@@ -148,4 +152,5 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
                                                          or {})]
         print(f"{module:<15} {sum(k in updated for k in keys):>8} {sum(k in updated & by_v341 for k in keys):>10} "
               f"{sum(k in DROPPED for k in keys):>8}  {', '.join(rolled) or '-'}; {', '.join(left) or '-'}")
-    print("credentials kept:", ", ".join(sorted([*made.credentials, NM_CERT, "User/admin spec.password"])))
+    print("credentials kept:", ", ".join(sorted([*made.credentials, "User/admin spec.password"])),
+          f"; replaced: {NM_CERT} (published key pair)")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
+import json
 import ssl
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -248,3 +250,21 @@ def test_a_replaced_certificate_says_why_and_a_foreign_type_is_refused(secrets: 
     assert str(refused.value).startswith("Secret kubesphere-system/ks-controller-manager-webhook-cert: its type is "
                                          "'kubernetes.io/service-account-token', not Opaque or kubernetes.io/tls; ")
     assert secrets.stored["type"] == "kubernetes.io/service-account-token"  # left as it is
+
+
+def test_a_key_pair_an_upstream_chart_published_is_replaced() -> None:
+    """notification-manager 1.4.0's chart (KubeSphere 3.3.2; its Secret as committed in the v3.3.2 fixture rendered
+    from the tag) shipped its webhook's key pair: valid for a century, matching its names, and still replaced, since
+    its private key is public. A certificate of our own for the same names is kept."""
+    fixture = Path(__file__).resolve().parents[1] / "parity" / "upstream-v332" / "default" / "monitoring.json"
+    secret = next(o for o in json.loads(fixture.read_text())
+                  if o["kind"] == "Secret" and o["metadata"]["name"] == "notification-manager-webhook-server-cert")
+    data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
+    names = ["notification-manager-webhook.kubesphere-monitoring-system.svc"]
+    now = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+    century = dt.timedelta(days=36501)
+    assert certs.problem(data, names, now, max_validity=century) == (
+        "its key pair is the one upstream's chart published (the private key is public)")
+    own = certs.generate(names, now=now, validity=dt.timedelta(days=36500))
+    assert certs.problem({"tls.crt": own["tls.crt"], "tls.key": own["tls.key"]}, names, now,
+                         max_validity=century) is None
