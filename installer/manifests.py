@@ -430,7 +430,7 @@ class Manifests:
             body = self._labelled(obj, adopt)
             manifest_digest = digest(body)
             body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = manifest_digest
-            if ident(obj) in self._gone:  # a dry run's: deleted by the run before (delete), so created again
+            if self._gone and ident(obj) in self._gone:  # a dry run's: deleted by the run before, so created again
                 self._preview(result, Change(ident(obj), "recreate", note="deleted and applied again by the run",
                                              body=body))
                 continue
@@ -438,7 +438,8 @@ class Manifests:
                 result.applied.append(ident(obj))  # as applied last, and nobody wrote to it since
                 if adopt:
                     result.applied_refs.append(ref_of(obj))
-                self._preview(result, Change(ident(obj), "unchanged", body=body))
+                if self.dry_run is not None:
+                    result.changes.append(Change(ident(obj), "unchanged", body=body))
                 continue
             try:
                 current = self._get(res, obj) if self.dry_run is not None else None  # what the preview compares
