@@ -344,13 +344,15 @@ class Manifests:
     would do to each object; what cannot be dry-run (the takeover of the original installer's object, a recreate)
     is foreseen from the same decisions."""
 
+    dry_run: DryRun | None = None
+    _gone: frozenset[str] = frozenset()
+    """What this dry run's deletes removed (an apply creates it again)."""
+
     def __init__(self, api: client.ApiClient, module: str, dry_run: DryRun | None = None) -> None:
         self.dyn = DynamicClient(api)
         self.module = module
         self.dry_run = dry_run
         self._cc_created: str | None = None
-        self._gone: set[str] = set()
-        """What this dry run's deletes removed (an apply creates it again)."""
 
     def _preview(self, result: ApplyResult, change: Change) -> None:
         """Add ``change`` to a dry run's change set."""
@@ -793,7 +795,7 @@ class Manifests:
             if self._get(res, obj) is not None:
                 result.deleted.append(ident(obj))
                 result.deleted_refs.append(ref_of(obj))
-                self._gone.add(ident(obj))
+                self._gone = self._gone | {ident(obj)}
                 self._preview(result, Change(ident(obj), "delete"))
             return
         try:
