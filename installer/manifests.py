@@ -31,7 +31,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer import yaml_c
-from installer.adoption import legacy_entries, now_rfc3339, take_over
+from installer.adoption import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
 from installer.foreign import TAKEN_OVER_KINDS, clean, eviction, is_ours
 from installer.ownership import why_spared
 from installer.settings import (
@@ -168,6 +168,27 @@ def api_reason(exc: ApiException) -> str:
 
 
 @dataclass
+class Change:
+    """What a run does to one object, as a dry run finds it (one entry of :attr:`ApplyResult.changes`)."""
+
+    ref: str
+    """``Kind/namespace/name``."""
+    action: str
+    """create, update, unchanged, adopt (the original installer's, taken over), recreate, delete, kept, roll or
+    error."""
+    fields: list[str] = field(default_factory=list)
+    """What the decision itself says changes beyond the dry-run result (a takeover's or an eviction's removed fields,
+    a selector; a generator's keys)."""
+    note: str = ""
+    body: Obj | None = None
+    """What the run applies (labelled, its digest annotated), for a preview's manifests."""
+    live: Obj | None = None
+    """The object as it is, when the run changes it."""
+    after: Obj | None = None
+    """The dry-run apply's result (what the object becomes)."""
+
+
+@dataclass
 class ApplyResult:
     applied: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -183,6 +204,8 @@ class ApplyResult:
     """Objects with the module's label that prune or uninstall left, and why (installer.ownership)."""
     foreign: list[str] = field(default_factory=list)
     """``Kind/ns/name: removed fields of manager X: ...`` and planted ServiceAccounts recreated (installer.foreign)."""
+    changes: list[Change] = field(default_factory=list)
+    """A dry run's change set, one entry per object it looked at (empty for a real run)."""
 
     def record(self) -> None:
         """Append what was applied, deleted and spared to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
@@ -268,11 +291,73 @@ def planted(meta: Obj, module: str, cc_created: str) -> bool:
     return not (legacy_entries(meta) and str(meta.get("creationTimestamp") or "") >= cc_created)
 
 
+def selector_change(live: Obj, body: Obj) -> str | None:
+    """For a workload whose takeover makes its selector the render's: the change (which the API server refuses,
+    so the run recreates it), else None."""
+    if body["kind"] not in ORPHANED_KINDS:
+        return None
+    old = (live.get("spec") or {}).get("selector")
+    new = (body.get("spec") or {}).get("selector")
+    if new is None or normalised_selector(old) == normalised_selector(new):
+        return None
+    return f"spec.selector: {shown(old)} -> {shown(new)}"
+
+
+def normalised_selector(selector: Any) -> Any:
+    """A label selector without empty parts (``matchExpressions: []`` is no expression)."""
+    return {k: v for k, v in (selector or {}).items() if v} if isinstance(selector, dict) else selector
+
+
+def recreate_note(kind: str, fields: list[str]) -> str:
+    pods = "; its pods are left to the new one" if kind in ORPHANED_KINDS else ""
+    return f"{', '.join(fields)} cannot change: deleted and created again by the run{pods}"
+
+
+def foreign_removed(obj: Obj, after: Obj, body: Obj) -> list[str]:
+    """What an apply removes of other writers' fields (installer.foreign), judged on its (dry-run) result."""
+    plan = eviction(obj["kind"], (after.get("metadata") or {}).get("managedFields") or [], now_rfc3339(), body)
+    return [f"removed fields of manager {m}: {', '.join(p)}" for m, p in sorted((plan.removed if plan else {}).items())]
+
+
+#: The longest value a change's field line shows.
+MAX_VALUE = 160
+
+
+def shown(value: Any) -> str:
+    """A value as a change's field line shows it (JSON, cut at :data:`MAX_VALUE`)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":")) if not isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
+
+
+@dataclass
+class DryRun:
+    """What a dry run takes as done although the cluster does not have it yet: the kinds (``apiVersion/Kind``) whose
+    CRDs the previewed runs create, and the namespaces earlier dry runs create (filled as they go)."""
+
+    kinds: set[str] = field(default_factory=set)
+    namespaces: set[str] = field(default_factory=set)
+
+
 class Manifests:
-    def __init__(self, api: client.ApiClient, module: str) -> None:
+    """A module's objects on the cluster. With ``dry_run`` nothing is written: every apply is a server-side dry run
+    (``dryRun=All``), deletes and waits only look, and each result's :attr:`ApplyResult.changes` says what the run
+    would do to each object; what cannot be dry-run (the takeover of the original installer's object, a recreate)
+    is foreseen from the same decisions."""
+
+    dry_run: DryRun | None = None
+    _gone: frozenset[str] = frozenset()
+    """What this dry run's deletes removed (an apply creates it again)."""
+
+    def __init__(self, api: client.ApiClient, module: str, dry_run: DryRun | None = None) -> None:
         self.dyn = DynamicClient(api)
         self.module = module
+        self.dry_run = dry_run
         self._cc_created: str | None = None
+
+    def _preview(self, result: ApplyResult, change: Change) -> None:
+        """Add ``change`` to a dry run's change set."""
+        if self.dry_run is not None:
+            result.changes.append(change)
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dyn.resources.get(api_version=api_version, kind=kind)
@@ -308,7 +393,8 @@ class Manifests:
         What existed before comes from one metadata-only list per kind of the module's labelled objects (a
         Namespace, which may belong to someone else, is read on its own), so an apply costs one request per
         object plus one per kind. Prune looks at the kinds of ``objects`` plus ``kinds`` (``apiVersion/Kind``),
-        so a kind the module sometimes renders none of is pruned too.
+        so a kind the module sometimes renders none of is pruned too. A dry run's result lists in ``changes`` what
+        the run does to each object (created, updated, unchanged, adopted, recreated, kept, deleted, refused).
         """
         result = ApplyResult()
         versions: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
@@ -316,11 +402,17 @@ class Manifests:
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
             if obj["kind"] != "CustomResourceDefinition":
                 self._wait_established(unestablished)
-            res = self._resource(obj["apiVersion"], obj["kind"])
+            res = self._served(obj, result)
+            if res is None:
+                continue  # a dry run's object of a kind not served (yet)
             meta = obj["metadata"]
             live_meta: Obj | None
             if obj["kind"] == "Namespace":
-                live = self._get(res, obj) or self._claim(res, obj)
+                live = self._get(res, obj)
+                if live is None and self.dry_run is not None:
+                    self.dry_run.namespaces.add(meta["name"])  # created by the run: its objects cannot be dry-run
+                elif live is None:
+                    live = self._claim(res, obj)
                 live_meta = live.to_dict()["metadata"] if live is not None else None
                 owner = (live_meta.get("labels") or {}).get(MODULE_LABEL) if live_meta is not None else None
                 # Never adopt a namespace someone else created: it must survive this module's uninstall.
@@ -340,21 +432,40 @@ class Manifests:
             body = self._labelled(obj, adopt)
             manifest_digest = digest(body)
             body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = manifest_digest
+            if self._gone and ident(obj) in self._gone:  # a dry run's: deleted by the run before, so created again
+                self._preview(result, Change(ident(obj), "recreate", note="deleted and applied again by the run",
+                                             body=body))
+                continue
             if live_meta is not None and unchanged_since_applied(live_meta, manifest_digest, body):
                 result.applied.append(ident(obj))  # as applied last, and nobody wrote to it since
                 if adopt:
                     result.applied_refs.append(ref_of(obj))
+                if self.dry_run is not None:
+                    result.changes.append(Change(ident(obj), "unchanged", body=body))
                 continue
             try:
-                if live_meta is None and obj["kind"] == "ServiceAccount":
-                    self._recreate_planted(res, obj, result)
-                after = self._apply_one(res, obj, body, before is None and adopt, result)
+                current = self._get(res, obj) if self.dry_run is not None else None  # what the preview compares
+                if live_meta is None and obj["kind"] == "ServiceAccount" and self._recreate_planted(
+                        res, obj, body, result) and self.dry_run is not None:
+                    continue
+                after = self._apply_one(res, obj, body, before is None and adopt, result, current)
+                if after is None:
+                    continue  # a dry run's takeover or recreate: foreseen, in result.changes
                 after = self._evict_foreign(res, obj, body, after, result)
             except ApiException as exc:
-                raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
+                if self.dry_run is None:
+                    raise Rejected(f"applying {ident(obj)}: {api_reason(exc)}") from exc
+                self._preview(result, self._refused(obj, body, exc))
+                continue
             result.applied.append(ident(obj))
             if adopt:
                 result.applied_refs.append(ref_of(obj))
+            if self.dry_run is not None:
+                live = current.to_dict() if current is not None else None
+                self._preview(result, Change(ident(obj), "create" if live is None else "update",
+                                             [] if live is None else foreign_removed(obj, after, body),
+                                             body=body, live=live, after=after))
+                continue
             changed = before != after["metadata"]["resourceVersion"]
             if changed:
                 result.changed.append(ident(obj))
@@ -366,6 +477,41 @@ class Manifests:
             stale = self._owned(_kinds(objects, kinds), result, keep)
             for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
                 self._remove(obj, result, purge=False)
+        return result
+
+    def _served(self, obj: Obj, result: ApplyResult) -> Any:
+        """The API resource of ``obj``'s kind; for a dry run, None when it is not served (a change says whether the
+        run's CRD serves it by then or it is an error)."""
+        try:
+            return self._resource(obj["apiVersion"], obj["kind"])
+        except Exception:
+            if self.dry_run is None:
+                raise
+        kind = f"{obj['apiVersion']}/{obj['kind']}"
+        assert self.dry_run is not None
+        if kind in self.dry_run.kinds:
+            body = self._labelled(obj, True)
+            body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest(self._labelled(obj, True))
+            self._preview(result, Change(ident(obj), "create", note="its CustomResourceDefinition is created first",
+                                         body=body))
+        else:
+            self._preview(result, Change(ident(obj), "error", note=f"kind {kind} is not served"))
+        return None
+
+    def _refused(self, obj: Obj, body: Obj, exc: ApiException) -> Change:
+        """A dry run's change for an apply the API server refused: an object in a namespace the run creates first
+        cannot be dry-run before it exists (created); anything else is an error, the server's reason."""
+        namespace = obj["metadata"].get("namespace")
+        if exc.status == 404 and self.dry_run is not None and namespace in self.dry_run.namespaces:
+            return Change(ident(obj), "create", note=f"namespace {namespace} is created first", body=body)
+        return Change(ident(obj), "error", note=api_reason(exc), body=body)
+
+    def remove(self, objects: list[Obj], purge: bool = False) -> ApplyResult:
+        """Delete each of ``objects`` (last kind first) that the deletion policy lets go (:meth:`_remove`), without
+        waiting: what a prune does to objects the module no longer renders."""
+        result = ApplyResult()
+        for obj in sorted(objects, key=lambda o: _rank(o["kind"]), reverse=True):
+            self._remove(obj, result, purge)
         return result
 
     def prune(self, objects: list[Obj], kinds: Iterable[str] = (), timeout: int = 300) -> ApplyResult:
@@ -380,9 +526,11 @@ class Manifests:
         self._wait_gone([o for o in stale if ident(o) in result.deleted], timeout)
         return result
 
-    def _apply_one(self, res: Any, obj: Obj, body: Obj, maybe_adopted: bool, result: ApplyResult) -> Obj:
+    def _apply_one(self, res: Any, obj: Obj, body: Obj, maybe_adopted: bool, result: ApplyResult,
+                   current: Any = None) -> Obj | None:
         """Server-side apply one object (``maybe_adopted``: it may be the original installer's, not yet labelled);
-        returns it as applied.
+        returns it as applied (a dry run: as it would be; None when the takeover or a recreate was foreseen instead,
+        ``current`` being the object as it is).
 
         An object the original installer made (kubectl, Helm) has its fields taken over (installer.adoption) and is
         applied again, which removes those the installer no longer sets, so the result is the render, not a merge
@@ -398,9 +546,12 @@ class Manifests:
             if exc.status != 422:
                 raise
             refused = exc
-            if maybe_adopted and (live := self._get(res, obj)) is not None:
+            if maybe_adopted and (live := current or self._get(res, obj)) is not None:
                 after = live.to_dict()
         if maybe_adopted and after is not None and legacy_entries(after["metadata"]):
+            if self.dry_run is not None:
+                return self._foresee_takeover(res, obj, body, current.to_dict() if current else after, after,
+                                              refused, result)
             take_over(res, after["metadata"], obj["apiVersion"])
             result.adopted.append(ident(obj))
             try:
@@ -414,11 +565,37 @@ class Manifests:
             return after
         return self._replace(res, obj, body, refused, result)
 
+    def _foresee_takeover(self, res: Any, obj: Obj, body: Obj, live: Obj, after: Obj, refused: ApiException | None,
+                          result: ApplyResult) -> None:
+        """A dry run's takeover of the original installer's object, which cannot be dry-run: the fields only the
+        original set are removed (installer.adoption), a workload whose selector becomes the render's is recreated,
+        and an apply refused for a field that cannot change is what :meth:`_replace` does."""
+        if refused is not None and immutable_fields(refused):
+            self._replace(res, obj, body, refused, result)
+            return None
+        legacy = ", ".join(sorted({e["manager"] for e in legacy_entries(live["metadata"])}))
+        dropped = [f"{path}: removed (only {legacy} set it)" for path in dropped_by_takeover(live, body)]
+        if refused is not None:
+            note = (f"made by {legacy}: taken over in place; its fields merged with the render are refused "
+                    f"({api_reason(refused)}), so the takeover moves them first and the result is the render")
+            self._preview(result, Change(ident(obj), "adopt", dropped, note, body=body))
+        elif (changed := selector_change(live, body)) is not None:
+            self._preview(result, Change(ident(obj), "recreate", [changed], body=body,
+                                         note=recreate_note(obj["kind"], ["spec.selector"])))
+        else:
+            self._preview(result, Change(ident(obj), "adopt", [*dropped, *foreign_removed(obj, after, body)],
+                                         f"made by {legacy}: taken over in place", body=body, live=live, after=after))
+        result.adopted.append(ident(obj))
+        return None
+
     def _evict_foreign(self, res: Any, obj: Obj, body: Obj, after: Obj, result: ApplyResult,
                        attempts: int = 5) -> Obj:
         """Take the fields other writers own on ``after`` (the object as applied) over and apply again, which
         removes those the render does not set (installer.foreign); returns the object as it ends. The managedFields
-        patch is guarded by the resourceVersion; when the object changed meanwhile it is read again."""
+        patch is guarded by the resourceVersion; when the object changed meanwhile it is read again. A dry run
+        writes nothing here (its change names the fields, :func:`foreign_removed`)."""
+        if self.dry_run is not None:
+            return after
         for _ in range(attempts):
             plan = eviction(obj["kind"], after["metadata"].get("managedFields") or [], now_rfc3339(), body)
             if plan is None:
@@ -440,18 +617,24 @@ class Manifests:
             return moved
         raise RuntimeError(f"{ident(obj)}: changed by others while their fields were being taken over")
 
-    def _recreate_planted(self, res: Any, obj: Obj, result: ApplyResult) -> None:
+    def _recreate_planted(self, res: Any, obj: Obj, body: Obj, result: ApplyResult) -> bool:
         """Delete a ServiceAccount of the render that exists without the module's label (:func:`planted`), so that
-        the apply creates it anew (with another UID: tokens minted for the old one no longer authenticate)."""
+        the apply creates it anew (with another UID: tokens minted for the old one no longer authenticate); whether
+        it was one (a dry run only says so)."""
         live = self._get(res, obj)
         if live is None or not self.planted(live.to_dict()["metadata"]):
-            return
+            return False
+        if self.dry_run is not None:
+            self._preview(result, Change(ident(obj), "recreate", note=PLANTED_NOTE.format(module=self.module),
+                                         body=body))
+            return True
         meta = obj["metadata"]
         with contextlib.suppress(NotFoundError):
             res.delete(name=meta["name"], namespace=meta.get("namespace"),
                        body={"preconditions": {"uid": live.metadata.uid}})
         self._wait_gone([obj], RECREATE_TIMEOUT)
         result.foreign.append(f"{ident(obj)}: {PLANTED_NOTE.format(module=self.module)}")
+        return True
 
     def planted(self, meta: Obj) -> bool:
         """:func:`planted` for a ServiceAccount of this module (the cc's creation read once, when first needed)."""
@@ -463,17 +646,23 @@ class Manifests:
                 self._cc_created = "~"  # no cc: nothing was installed from it, nothing is the original's
         return planted(meta, self.module, self._cc_created)
 
-    def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj:
+    def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj | None:
         """What ``helm upgrade --force`` / ``kubectl replace --force`` do for an object whose apply was refused only
         because fields cannot change: delete it and create it as rendered. A workload is deleted orphaning its
         ReplicaSets (ControllerRevisions) and pods, which the new one adopts by its selector: pods stay when its pod
         template is theirs. A PersistentVolumeClaim is never deleted: it is kept as it is (its spec as found) and
-        reported. Any other refusal (or a Namespace, a CRD, a PersistentVolume) is raised."""
+        reported. Any other refusal (or a Namespace, a CRD, a PersistentVolume) is raised. A dry run says which
+        (None)."""
         fields = immutable_fields(refused)
         kind = obj["kind"]
         if not fields or (kind in NEVER_RECREATED and kind != "PersistentVolumeClaim"):
             raise refused
         what = f"{', '.join(fields)} cannot change"
+        if self.dry_run is not None:
+            self._preview(result, Change(ident(obj), "kept", note=f"{what}: kept as it is, reported", body=body)
+                          if kind == "PersistentVolumeClaim" else
+                          Change(ident(obj), "recreate", note=recreate_note(kind, fields), body=body))
+            return None
         if kind == "PersistentVolumeClaim":
             live = self._get(res, obj)
             if live is None:
@@ -496,9 +685,10 @@ class Manifests:
 
     def _server_side_apply(self, res: Any, body: Obj) -> Obj:
         meta = body["metadata"]
+        dry = {"dry_run": "All"} if self.dry_run is not None else {}
         return json.loads(res.server_side_apply(body=body, name=meta["name"], namespace=meta.get("namespace"),
                                                 field_manager=FIELD_MANAGER, force_conflicts=True,
-                                                serialize=False).data)
+                                                serialize=False, **dry).data)
 
     def _versions(self, res: Any) -> dict[tuple[str, str], Obj]:
         """``(namespace, name)`` → metadata of this module's objects of one kind (one metadata-only list)."""
@@ -584,19 +774,30 @@ class Manifests:
                 propagation: str = "Background") -> None:
         """Delete ``obj`` unless the deletion policy keeps it: PVCs, CRDs (deleting one deletes every object of
         its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
+        why: str | None = None
         if not purge and obj["kind"] in KEPT_ON_UNINSTALL:
-            result.kept.append(ident(obj))
+            why = ""
         elif obj["kind"] == "CustomResourceDefinition" and self._has_resources(obj["metadata"]["name"]):
-            result.kept.append(ident(obj) + " (custom resources of it are left)")
+            why = "custom resources of it are left"
         elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
-            result.kept.append(ident(obj) + " (holds PersistentVolumeClaims)")
+            why = "holds PersistentVolumeClaims"
         elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"], tenants)):
-            result.kept.append(ident(obj) + f" (holds objects of {', '.join(others)})")
-        else:
+            why = f"holds objects of {', '.join(others)}"
+        if why is None:
             self._delete(obj, result, propagation)
+            return
+        result.kept.append(ident(obj) + (f" ({why})" if why else ""))
+        self._preview(result, Change(ident(obj), "kept", note=why))
 
     def _delete(self, obj: Obj, result: ApplyResult, propagation: str = "Background") -> None:
         res = self._resource(obj["apiVersion"], obj["kind"])
+        if self.dry_run is not None:  # what exists is what the run deletes
+            if self._get(res, obj) is not None:
+                result.deleted.append(ident(obj))
+                result.deleted_refs.append(ref_of(obj))
+                self._gone = self._gone | {ident(obj)}
+                self._preview(result, Change(ident(obj), "delete"))
+            return
         try:
             res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
                        body={"propagationPolicy": propagation})
@@ -656,6 +857,8 @@ class Manifests:
             time.sleep(delay)
 
     def _wait_gone(self, objects: list[Obj], timeout: int) -> None:
+        if self.dry_run is not None:
+            return
         deadline = time.monotonic() + timeout
         remaining = list(objects)
         for delay in backoff(limit=1.0):

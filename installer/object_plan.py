@@ -1,14 +1,14 @@
 """``python -m installer plan --objects``: what a reconcile would do, object by object.
 
 The objects come from :mod:`installer.render` (each planned module's real playbook, its ``ks_*`` tasks recorded).
-Offline, they are listed (or printed as manifests). Against the cluster, each is what ``ks_manifest`` would apply
-(the same labels and applied-digest annotation): one the installer would leave alone (same digest, nobody wrote to
-it since) is unchanged; any other is applied in dry-run mode (``dryRun=All``, field manager ``ks-installer``) and
-the live object is compared with the result, field by field, without what the API server changes on every write.
-Objects in a module's recorded inventory that its run no longer renders are pruned, and an uninstall deletes, by
-the rules of :class:`installer.manifests.Manifests` (read, never written here): PVCs, CRDs and namespaces holding
-PVCs are kept, and what a purge would add is said. Secrets show key names only; generated credentials show as
-``(generated)``.
+Offline, they are listed (or printed as manifests). Against the cluster, the decisions are the run's own: each
+module's objects go through :meth:`installer.manifests.Manifests.apply` as a dry run (``dryRun=All``, nothing
+written), whose change set says what the run does to each (unchanged, created, updated, adopted, recreated, kept);
+here the live object is compared with the dry-run result, field by field, without what the API server changes on
+every write. Objects in a module's recorded inventory that its run no longer renders are pruned, and an uninstall
+deletes, by the same dry run's deletion policy: PVCs, CRDs and namespaces holding PVCs are kept, and what a purge
+would add is said. What a ``ks_*`` task would do is that task's own ``preview()``. Secrets show key names only;
+generated credentials show as ``(generated)``.
 """
 
 from __future__ import annotations
@@ -16,79 +16,28 @@ from __future__ import annotations
 import base64
 import copy
 import difflib
+import importlib
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-
-from installer.adoption import dropped_by_takeover, legacy_entries, now_rfc3339, releases_to_retire
+from installer.adoption import releases_to_retire
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
-from installer.core_secret import ADMIN, SECRET_NAME, USER_API
-from installer.foreign import eviction
-from installer.manifests import (
-    KIND_ORDER,
-    NEVER_RECREATED,
-    ORPHANED_KINDS,
-    PLANTED_NOTE,
-    ApplyResult,
-    Manifests,
-    Obj,
-    api_reason,
-    digest,
-    ident,
-    immutable_fields,
-    ref_of,
-    unchanged_since_applied,
-)
+from installer.manifests import KIND_ORDER, Change, DryRun, Manifests, Obj, api_reason, digest, ident, ref_of, shown
 from installer.render import GENERATORS, Rendered
 from installer.render_plugins import GENERATED, GENERATED_CA
-from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
+from installer.settings import APPLIED_ANNOTATION, MANAGED_BY, MODULE_LABEL
 
 #: Metadata the API server sets or moves on every write (and the installer's own bookkeeping annotation).
 VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink")
 VOLATILE_ANNOTATIONS = (APPLIED_ANNOTATION, "deployment.kubernetes.io/revision")
-MAX_VALUE = 160
 SYMBOL = {"create": "+", "update": "~", "adopt": "^", "recreate": "±", "delete": "-", "kept": "=", "roll": "↻",
           "error": "!"}
 CHANGES = ("create", "update", "adopt", "recreate", "delete", "roll")
 
 
 # --- Field-level diff (pure) ----------------------------------------------------------------------------------
-
-
-def selector_change(live: Obj, body: Obj) -> str | None:
-    """For a workload whose takeover makes its selector the render's: the change (which the API server refuses,
-    so the run recreates it), else None."""
-    if body["kind"] not in ORPHANED_KINDS:
-        return None
-    old = (live.get("spec") or {}).get("selector")
-    new = (body.get("spec") or {}).get("selector")
-    if new is None or normalised_selector(old) == normalised_selector(new):
-        return None
-    return f"spec.selector: {_show(old)} -> {_show(new)}"
-
-
-def normalised_selector(selector: Any) -> Any:
-    """A label selector without empty parts (``matchExpressions: []`` is no expression)."""
-    return {k: v for k, v in (selector or {}).items() if v} if isinstance(selector, dict) else selector
-
-
-def foreign_removed(obj: Obj, after: Obj, body: Obj) -> list[str]:
-    """What the run's apply removes of other writers' fields (installer.foreign, as :class:`Manifests` decides it),
-    judged on the dry-run apply's result."""
-    plan = eviction(obj["kind"], (after.get("metadata") or {}).get("managedFields") or [], now_rfc3339(), body)
-    return [f"removed fields of manager {m}: {', '.join(p)}" for m, p in sorted((plan.removed if plan else {}).items())]
-
-
-def recreate_note(kind: str, fields: list[str]) -> str:
-    pods = "; its pods are left to the new one" if kind in ORPHANED_KINDS else ""
-    return f"{', '.join(fields)} cannot change: deleted and created again by the run{pods}"
-
 
 
 def normalised(obj: Obj | None) -> Obj | None:
@@ -106,11 +55,6 @@ def normalised(obj: Obj | None) -> Obj | None:
     if "annotations" in meta and not annotations:
         meta.pop("annotations")
     return out
-
-
-def _show(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, separators=(",", ":")) if not isinstance(value, str) else json.dumps(value)
-    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 3] + "..."
 
 
 def _credential(key: Any) -> bool:
@@ -134,12 +78,12 @@ def _value_diff(path: str, old: Any, new: Any, redacted: bool) -> list[str]:
         return [f"{path}: {REDACTED} (changed)" if old is not None and new is not None
                 else f"{path}: {'+' if old is None else '-'} {REDACTED}"]
     if old is None:
-        return [f"{path}: + {_show(new)}"]
+        return [f"{path}: + {shown(new)}"]
     if new is None:
-        return [f"{path}: - {_show(old)}"]
+        return [f"{path}: - {shown(old)}"]
     if isinstance(old, str) and isinstance(new, str) and ("\n" in old or "\n" in new):
         return _text_diff(path, old, new)
-    return [f"{path}: {_show(old)} -> {_show(new)}"]
+    return [f"{path}: {shown(old)} -> {shown(new)}"]
 
 
 def diff(old: Any, new: Any, path: str = "", redacted: bool = False) -> list[str]:
@@ -162,7 +106,7 @@ def diff(old: Any, new: Any, path: str = "", redacted: bool = False) -> list[str
             hidden = redacted or (_credential(name) and "value" in item)  # an env variable holding a credential
             out += diff(before.get(name), after.get(name), f"{path}[{name}]", hidden)
         if not out and [i["name"] for i in old] != [i["name"] for i in new]:
-            out.append(f"{path}: order {_show([i['name'] for i in old])} -> {_show([i['name'] for i in new])}")
+            out.append(f"{path}: order {shown([i['name'] for i in old])} -> {shown([i['name'] for i in new])}")
         return out
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         return [line for i, (a, b) in enumerate(zip(old, new, strict=True))
@@ -323,22 +267,18 @@ def _ordered(objects: list[Obj]) -> list[Obj]:
     return sorted(objects, key=lambda o: KIND_ORDER.index(o["kind"]) if o["kind"] in KIND_ORDER else len(KIND_ORDER))
 
 
-def _generated_secrets(rendered: Rendered) -> list[tuple[str, list[str], dict[str, Any]]]:
-    """(``Kind/ns/name``, generated keys, the call's arguments) of what the run's generators write."""
-    from installer.ansible_tasks import ks_webhook_cert
+#: The ``ks_*`` tasks a preview asks what they would do (each its ``preview()``), in the order the plan lists them.
+PREVIEWED = (GENERATORS, ("ks_rollout",), ("ks_metadata",))
 
-    out = []
-    for call in rendered.calls_of(*GENERATORS):
-        args = call["args"]
-        ns = args.get("namespace") or ""
-        if call["module"] == "ks_random_secret":
-            out.append((f"Secret/{ns}/{args['name']}", [str(args["key"])], call))
-        elif call["module"] == "ks_core_secret":
-            out.append((f"Secret/{ns}/{SECRET_NAME}", ["secret", "token", "initAdminPassword"], call))
-        else:
-            spec = ks_webhook_cert.ARGUMENT_SPEC
-            keys = args.get("keys") or spec["keys"]["default"]
-            out.append((f"Secret/{ns}/{args.get('secret') or spec['secret']['default']}", list(keys), call))
+
+def task_changes(run: Rendered, api: Any, groups: Iterable[tuple[str, ...]] = PREVIEWED) -> list[Change]:
+    """What the run's ``ks_*`` task calls would change, each task's own ``preview(args, api, recorded)`` (``api``
+    None: offline, what they write)."""
+    out: list[Change] = []
+    for names in groups:
+        for call in run.calls_of(*names):
+            task = importlib.import_module(f"installer.ansible_tasks.{call['module']}")
+            out += task.preview(call["args"], api, call.get("result"))
     return out
 
 
@@ -364,28 +304,11 @@ def offline_plan(rendered: dict[str, Rendered], actions: dict[str, str]) -> Obje
             labelled["metadata"].setdefault("labels", {}).update({**MANAGED_BY, MODULE_LABEL: name})
             labelled["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest(labelled)
             module.manifests.append(labelled)
-        for ref, keys, call in _generated_secrets(run):
-            module.add(ref, "create", note=f"keys {', '.join(keys)}: {GENERATED}")
-            if call["module"] == "ks_core_secret":
-                module.add(f"User/{ADMIN}", "create", note="once, its password from initAdminPassword")
-            kind, ns, secret = ref.split("/", 2)
-            module.manifests.append({"apiVersion": "v1", "kind": kind, "metadata": {
-                "name": secret, "namespace": ns, "labels": {**MANAGED_BY, MODULE_LABEL: name}},
-                "stringData": dict.fromkeys(keys, GENERATED)})
+        for change in task_changes(run, None, (GENERATORS,)):
+            module.add(change.ref, change.action, change.fields, change.note)
+            if change.body is not None:
+                module.manifests.append(change.body)
     return plan
-
-
-class _DryRun(Manifests):
-    """:class:`Manifests` that only reads: what it would delete is recorded (if it exists), nothing is waited for."""
-
-    def _delete(self, obj: Obj, result: ApplyResult, propagation: str = "Background") -> None:
-        if self._get(self._resource(obj["apiVersion"], obj["kind"]), obj) is None:
-            return
-        result.deleted.append(ident(obj))
-        result.deleted_refs.append(ref_of(obj))
-
-    def _wait_gone(self, objects: list[Obj], timeout: int) -> None:
-        return
 
 
 def _bool(value: Any, default: bool | None) -> bool | None:
@@ -395,16 +318,14 @@ def _bool(value: Any, default: bool | None) -> bool | None:
 
 
 class ClusterPlanner:
-    """Compares each rendered module with the cluster (reads and dry-run applies only)."""
+    """Compares each rendered module with the cluster: the run's own decisions as a dry run (reads and dry-run
+    applies only), shown as field-level changes."""
 
     def __init__(self, api: Any, records: dict[str, Any]) -> None:
         self.api = api
         self.records = records
-        self._versions: dict[tuple[str, str, str], dict[tuple[str, str], Obj]] = {}
-        self.crds: set[str] = set()
-        """Kinds (``apiVersion/Kind``) whose CRDs the plan creates: objects of them cannot be dry-run yet."""
-        self.namespaces: set[str] = set()
-        """Namespaces the plan creates."""
+        self.dry_run = DryRun()
+        """Kinds whose CRDs the plan creates (objects of them cannot be dry-run yet), namespaces it creates."""
 
     def plan(self, rendered: dict[str, Rendered], steps: dict[str, Any]) -> ObjectPlan:
         out = ObjectPlan()
@@ -412,8 +333,9 @@ class ClusterPlanner:
             for obj in run.objects() if run.action != "uninstall" else ():
                 if obj["kind"] == "CustomResourceDefinition":
                     spec = obj.get("spec") or {}
-                    self.crds |= {f"{spec.get('group')}/{v.get('name')}/{(spec.get('names') or {}).get('kind')}"
-                                  for v in spec.get("versions") or []}
+                    kind = (spec.get("names") or {}).get("kind")
+                    self.dry_run.kinds |= {f"{spec.get('group')}/{v.get('name')}/{kind}"
+                                           for v in spec.get("versions") or []}
         for name, run in rendered.items():
             step = steps[name]
             module = ModuleObjects(name, step.action.value)
@@ -434,16 +356,16 @@ class ClusterPlanner:
 
     # Install and upgrade.
     def _apply(self, run: Rendered, module: ModuleObjects) -> None:
-        manifests = _DryRun(self.api, run.module)
-        removed: dict[str, str] = {}
+        manifests = Manifests(self.api, run.module, self.dry_run)
+        removed: dict[str, None] = {}
         for call in run.manifests("absent"):
             result = manifests.delete(call["objects"], purge=bool(_bool(call.get("purge"), False)),
                                       kinds=call.get("kinds") or (), tenants=call.get("tenants") or ())
-            removed |= dict.fromkeys(result.deleted, "delete")
-        applied = set()
-        for obj in _ordered(run.objects()):
-            applied.add(ident(obj))
-            self._object(manifests, obj, module, recreated=ident(obj) in removed)
+            removed |= dict.fromkeys(result.deleted)
+        objects = run.objects()
+        for change in manifests.apply(objects, prune=False).changes:
+            _show_change(change, module)
+        applied = {ident(o) for o in objects}
         for ref in removed:
             if ref not in applied:
                 module.add(ref, "delete")
@@ -451,231 +373,26 @@ class ClusterPlanner:
         if run.action == "install":
             module.notes += [f"retires Helm release {r} (its release records, not its objects)"
                              for r in releases_to_retire(self.api, run.module)]
-        self._generated(run, module)
-        self._rollouts(run, module)
-        self._metadata(run, module)
+        for change in task_changes(run, self.api):
+            _show_change(change, module)
 
-    def _kind_served(self, manifests: _DryRun, obj: Obj) -> Any:
-        try:
-            return manifests._resource(obj["apiVersion"], obj["kind"])
-        except Exception:  # not served (yet)
-            return None
-
-    def _object(self, manifests: _DryRun, obj: Obj, module: ModuleObjects, recreated: bool) -> None:
-        ref, meta = ident(obj), obj["metadata"]
-        res = self._kind_served(manifests, obj)
-        if res is None:
-            if f"{obj['apiVersion']}/{obj['kind']}" in self.crds:
-                module.add(ref, "create", note="its CustomResourceDefinition is created first")
-                module.manifests.append(manifests._labelled(obj, True))
-                return
-            module.add(ref, "error", note=f"kind {obj['apiVersion']}/{obj['kind']} is not served")
-            return
-        live_meta: Obj | None
-        adopt = True
-        if obj["kind"] == "Namespace":
-            live = manifests._get(res, obj)
-            live_meta = live.to_dict()["metadata"] if live is not None else None
-            owner = ((live_meta or {}).get("labels") or {}).get(MODULE_LABEL)
-            adopt = live_meta is None or owner == module.module
-            if live_meta is not None and not adopt and owner:
-                return  # another module's namespace: the apply leaves it to its owner
-            if live_meta is None:
-                self.namespaces.add(meta["name"])
-        else:
-            key = (module.module, obj["apiVersion"], obj["kind"])
-            if key not in self._versions:
-                self._versions[key] = manifests._versions(res)
-            live_meta = self._versions[key].get((meta.get("namespace") or "", meta["name"]))
-        body = manifests._labelled(obj, adopt)
-        body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest(manifests._labelled(obj, adopt))
-        module.manifests.append(body)
-        if recreated:
-            module.add(ref, "recreate", note="deleted and applied again by the run")
-            return
-        if live_meta is not None and unchanged_since_applied(live_meta, body["metadata"]["annotations"][
-                APPLIED_ANNOTATION], body):
-            module.add(ref, "unchanged")
-            return
-        live = manifests._get(res, obj)
-        if live_meta is None and live is not None and obj["kind"] == "ServiceAccount" and manifests.planted(
-                live.to_dict()["metadata"]):
-            module.add(ref, "recreate", note=PLANTED_NOTE.format(module=module.module))
-            return
-        try:
-            after = json.loads(res.server_side_apply(
-                body=body, name=meta["name"], namespace=meta.get("namespace"), field_manager=FIELD_MANAGER,
-                force_conflicts=True, dry_run="All", serialize=False).data)
-        except Exception as exc:
-            status = getattr(exc, "status", None)
-            if live is None and status == 404 and meta.get("namespace") in self.namespaces:
-                module.add(ref, "create", note=f"namespace {meta['namespace']} is created first")
-                return
-            if live is not None and status == 422:
-                self._refused(ref, obj, live.to_dict(), body, exc, module)
-                return
-            module.add(ref, "error", note=api_reason(exc) if hasattr(exc, "body") else str(exc))
-            return
-        if live is None:
-            module.add(ref, "create", note=self._generated_note(obj))
-            return
-        current = live.to_dict()
-        fields = object_diff(current, after)
-        legacy = sorted({e["manager"] for e in legacy_entries(current["metadata"])})
-        if legacy and MODULE_LABEL not in (current["metadata"].get("labels") or {}):
-            if (changed := selector_change(current, body)) is not None:
-                module.add(ref, "recreate", [changed], note=recreate_note(obj["kind"], ["spec.selector"]))
-                return
-            dropped = [f"{path}: removed (only {', '.join(legacy)} set it)" for path in dropped_by_takeover(
-                current, body)]
-            module.add(ref, "adopt", [*fields, *dropped, *foreign_removed(obj, after, body)],
-                       note=f"made by {', '.join(legacy)}: taken over in place")
-            return
-        fields += foreign_removed(obj, after, body)
-        module.add(ref, "update" if fields else "unchanged", fields)
-
-    @staticmethod
-    def _refused(ref: str, obj: Obj, current: Obj, body: Obj, exc: Any, module: ModuleObjects) -> None:
-        """A dry-run apply the API server refused (422) for an object that exists: one whose fields cannot change is
-        recreated by the run (a PVC kept as it is); the original installer's object whose fields merged with the
-        render are invalid is taken over first, which the dry-run cannot show; anything else is an error."""
-        fields = immutable_fields(exc)
-        legacy = sorted({e["manager"] for e in legacy_entries(current["metadata"])})
-        if fields and obj["kind"] == "PersistentVolumeClaim":
-            module.add(ref, "kept", note=f"{', '.join(fields)} cannot change: kept as it is, reported")
-        elif fields and obj["kind"] not in NEVER_RECREATED:
-            module.add(ref, "recreate", note=recreate_note(obj["kind"], fields))
-        elif legacy and MODULE_LABEL not in (current["metadata"].get("labels") or {}):
-            dropped = [f"{path}: removed (only {', '.join(legacy)} set it)"
-                       for path in dropped_by_takeover(current, body)]
-            module.add(ref, "adopt", dropped, note=f"made by {', '.join(legacy)}: taken over in place; its fields "
-                       f"merged with the render are refused ({api_reason(exc)}), so the takeover moves them first "
-                       "and the result is the render")
-        else:
-            module.add(ref, "error", note=api_reason(exc))
-
-    @staticmethod
-    def _generated_note(obj: Obj) -> str:
-        return GENERATED if GENERATED_CA in json.dumps(obj) else ""
-
-    def _prune(self, manifests: _DryRun, run: Rendered, module: ModuleObjects) -> None:
+    def _prune(self, manifests: Manifests, run: Rendered, module: ModuleObjects) -> None:
+        """What the module's recorded inventory has and its run no longer renders (of the kinds its applies prune),
+        through the run's deletion policy."""
         record = self.records.get(run.module)
         if record is None:
             return
         rendered = {ref_of(o) for o in run.objects()}
         prunable = run.pruned_kinds()
         stale = [{"apiVersion": a, "kind": k, "metadata": {"name": n, **({"namespace": ns} if ns else {})}}
-                 for a, k, ns, n in record.inventory if (a, k, ns, n) not in rendered]
-        result = ApplyResult()
-        for obj in _ordered(stale)[::-1]:
-            if (obj["apiVersion"], obj["kind"]) in prunable:  # else the run leaves it (created once, then the user's)
-                manifests._remove(obj, result, purge=False)
-        for ref in result.deleted:
-            module.add(ref, "delete", note="no longer rendered (pruned)")
-        for ref in result.kept:
-            module.add(ref, "kept", note="no longer rendered; kept by the deletion policy")
-
-    def _generated(self, run: Rendered, module: ModuleObjects) -> None:
-        """The Secrets (and admin User) the run's generators write: created, completed, or left as they are."""
-        core = client.CoreV1Api(self.api)
-        for ref, keys, call in _generated_secrets(run):
-            _, ns, name = ref.split("/", 2)
-            try:
-                live = core.read_namespaced_secret(name, ns)
-            except Exception as exc:
-                if getattr(exc, "status", None) != 404:
-                    raise
-                live = None
-            args = call["args"]
-            if live is None:
-                module.add(ref, "create", note=f"keys {', '.join(keys)}: {GENERATED}")
-                continue
-            data = live.data or {}
-            labels = live.metadata.labels or {}
-            labelled = labels.get(MODULE_LABEL) == run.module
-            meta = self.api.sanitize_for_serialization(live.metadata)
-            legacy = [] if MODULE_LABEL in labels else sorted({e["manager"] for e in legacy_entries(meta)})
-            action, note = ("adopt", f"made by {', '.join(legacy)}: taken over, its values kept") if legacy else (
-                "update", "")
-            if call["module"] == "ks_webhook_cert":
-                reason = (call.get("result") or {}).get("reason", "kept")
-                if reason not in ("kept", "labelled"):
-                    module.add(ref, "update", [f"data.{k}: changed {GENERATED}" for k in keys], note=reason)
-                elif reason == "labelled":
-                    module.add(ref, action, [f"metadata.labels.{MODULE_LABEL}: + {run.module}"], note=note)
-                continue
-            fields = [f"data.{k}: added {GENERATED}" for k in keys if k not in data]
-            if call["module"] == "ks_core_secret":
-                fields = self._core_secret_fields(data, args)
-            if not labelled:
-                fields.append(f"metadata.labels.{MODULE_LABEL}: + {run.module}")
-            if fields:
-                module.add(ref, action, fields, note=note)
-        if run.calls_of("ks_core_secret"):
-            try:
-                DynamicClient(self.api).resources.get(api_version=USER_API, kind="User").get(name=ADMIN)
-            except (NotFoundError, ResourceNotFoundError):
-                module.add(f"User/{ADMIN}", "create", note="its password from initAdminPassword")
-
-    @staticmethod
-    def _core_secret_fields(data: dict[str, str], args: dict[str, Any]) -> list[str]:
-        """What ensure_core_secret would change in ``kubesphere-secret`` (key names only)."""
-        current = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
-        fields = []
-        jwt = args.get("jwt_secret") or ""
-        if "secret" not in current:
-            fields += [f"data.secret: added {GENERATED}", "data.token: changed"]
-        elif jwt and jwt != current["secret"]:
-            fields += ["data.secret: changed", "data.token: changed"]
-        return fields
-
-    def _rollouts(self, run: Rendered, module: ModuleObjects) -> None:
-        from ansible.module_utils.parsing.convert_bool import boolean
-        from kubernetes import client
-
-        from installer.rollout import CONFIG_HASH, rolls
-        apps = client.AppsV1Api(self.api)
-        for call in run.calls_of("ks_rollout"):
-            args = call["args"]
-            keep_unstamped = boolean(args.get("keep_unstamped") or False)
-            for name in args.get("deployments") or []:
-                try:
-                    dep = apps.read_namespaced_deployment(name, args["namespace"])
-                except Exception:
-                    continue  # missing: nothing to roll (its creation is listed)
-                annotations = (dep.spec.template.metadata.annotations if dep.spec.template.metadata else None) or {}
-                if rolls(annotations.get(CONFIG_HASH), str(args.get("value")), keep_unstamped):
-                    module.add(f"Deployment/{args['namespace']}/{name}", "roll",
-                               note=f"pod template annotation {CONFIG_HASH} changes: its pods restart")
-
-    def _metadata(self, run: Rendered, module: ModuleObjects) -> None:
-        """Labels and annotations ``ks_metadata`` would set on (or take off) objects the installer does not own."""
-        dyn = DynamicClient(self.api)
-        for call in run.calls_of("ks_metadata"):
-            args = call["args"]
-            res = dyn.resources.get(api_version=args.get("api_version") or "v1", kind=args.get("kind") or "Namespace")
-            for name in args.get("names") or []:
-                try:
-                    live = res.get(name=name, namespace=args.get("namespace")).to_dict()
-                except NotFoundError:
-                    continue
-                fields = []
-                for section in ("labels", "annotations"):
-                    have = (live["metadata"].get(section) or {})
-                    for key, value in (args.get(section) or {}).items():
-                        present = (args.get("state") or "present") == "present"
-                        if present and have.get(key) != str(value):
-                            fields.append(f"metadata.{section}.{key}: {_show(have.get(key))} -> {_show(str(value))}"
-                                          if key in have else f"metadata.{section}.{key}: + {_show(str(value))}")
-                        elif not present and key in have:
-                            fields.append(f"metadata.{section}.{key}: - {_show(have[key])}")
-                if fields:
-                    ns = args.get("namespace")
-                    module.add(f"{res.kind}/{ns + '/' if ns else ''}{name}", "update", fields)
+                 for a, k, ns, n in record.inventory if (a, k, ns, n) not in rendered and (a, k) in prunable]
+        for change in manifests.remove(stale).changes:  # else the run leaves it (created once, then the user's)
+            module.add(change.ref, change.action, note="no longer rendered (pruned)" if change.action == "delete"
+                       else "no longer rendered; kept by the deletion policy")
 
     # Uninstall.
     def _uninstall(self, run: Rendered, module: ModuleObjects, purge: bool) -> None:
-        manifests = _DryRun(self.api, run.module)
+        manifests = Manifests(self.api, run.module, self.dry_run)
         deleted: dict[str, None] = {}
         kept: dict[str, str] = {}
         purged: dict[str, None] = {}
@@ -683,24 +400,37 @@ class ClusterPlanner:
             args = {"kinds": call.get("kinds") or (), "tenants": call.get("tenants") or ()}
             explicit = _bool(call.get("purge"), None)
             result = manifests.delete(call["objects"], purge=purge if explicit is None else explicit, **args)
-            deleted |= dict.fromkeys(result.deleted)
-            kept |= {k: "" for k in result.kept}
+            deleted |= {c.ref: None for c in result.changes if c.action == "delete"}
+            kept |= {c.ref: c.note for c in result.changes if c.action == "kept"}
             if not purge and explicit is None:
                 purged |= dict.fromkeys(manifests.delete(call["objects"], purge=True, **args).deleted)
         for ref in deleted:
             module.add(ref, "delete")
-        for ref in kept:
-            base = re.sub(r" \(.*\)$", "", ref)
-            if base in deleted:
-                continue
-            why = ref[len(base):].strip(" ()")
-            module.add(base, "kept", note=why or "kept on uninstall")
-        extra = [ref for ref in purged if ref not in deleted]
-        for ref in extra:
+        for ref, why in kept.items():
+            if ref not in deleted:
+                module.add(ref, "kept", note=why or "kept on uninstall")
+        for ref in (ref for ref in purged if ref not in deleted):
             existing = next((o for o in module.objects if o.object == ref), None)
             note = "a purge annotation would delete it"
             if existing is not None:
                 existing.note = f"{existing.note}; {note}" if existing.note else note
             else:
                 module.add(ref, "kept", note=note)
-        self._metadata(run, module)
+        for change in task_changes(run, self.api, (("ks_metadata",),)):
+            _show_change(change, module)
+
+
+def _show_change(change: Change, module: ModuleObjects) -> None:
+    """A change of the dry run as the plan shows it: the fields between the live object and the dry-run result first
+    (an update that changes none is unchanged), a created object holding a generated certificate as generated."""
+    if change.body is not None:
+        module.manifests.append(change.body)
+    fields = list(change.fields)
+    if change.live is not None and change.after is not None:
+        fields = object_diff(change.live, change.after) + fields
+    action, note = change.action, change.note
+    if action == "update" and not fields and change.after is not None:
+        action = "unchanged"
+    if action == "create" and not note and GENERATED_CA in json.dumps(change.body or {}):
+        note = GENERATED
+    module.add(change.ref, action, fields, note)

@@ -40,3 +40,57 @@ def run_module(module: _Module, run: Callable[[dict[str, Any]], dict[str, Any]])
     except TaskFailed as exc:
         module.fail_json(msg=exc.msg, **exc.result)
     module.exit_json(**result)
+
+
+# --- Previews: what a task would do, for ``plan --objects`` (each task's ``preview(args, api, recorded)``) ---------
+
+
+def preview_params(spec: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """A recorded call's arguments as ``run`` receives them: the spec's defaults filled in, booleans parsed."""
+    from ansible.module_utils.parsing.convert_bool import boolean
+
+    out = {key: opts.get("default") if args.get(key) is None else args[key] for key, opts in spec.items()}
+    for key, opts in spec.items():
+        if opts.get("type") == "bool" and out[key] is not None:
+            out[key] = boolean(out[key])
+    return out
+
+
+def generated_secret(api: Any, module: str, namespace: str, name: str, keys: list[str],
+                     fields: Callable[[dict[str, str]], list[str]] | None = None,
+                     found: Callable[[str, str], list[Any]] | None = None) -> list[Any]:
+    """The change a generator task makes to the Secret holding its generated ``keys`` (``installer.manifests.Change``):
+    created (offline: always, with its manifest), or, when it exists, ``fields(data)`` (default: the keys it lacks)
+    and the module's label when missing (taken over when the original installer made it); ``found(action, note)``
+    replaces both for a task that decides by other means."""
+    from kubernetes import client
+
+    from installer.adoption import legacy_entries
+    from installer.manifests import Change
+    from installer.render_plugins import GENERATED
+    from installer.settings import MANAGED_BY, MODULE_LABEL
+
+    ref = f"Secret/{namespace}/{name}"
+    created = Change(ref, "create", note=f"keys {', '.join(keys)}: {GENERATED}")
+    if api is None:
+        created.body = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": name, "namespace": namespace, "labels": {**MANAGED_BY, MODULE_LABEL: module}},
+            "stringData": dict.fromkeys(keys, GENERATED)}
+        return [created]
+    try:
+        live = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise
+        return [created]
+    labels = live.metadata.labels or {}
+    meta = api.sanitize_for_serialization(live.metadata)
+    legacy = [] if MODULE_LABEL in labels else sorted({e["manager"] for e in legacy_entries(meta)})
+    action, note = ("adopt", f"made by {', '.join(legacy)}: taken over, its values kept") if legacy else ("update", "")
+    if found is not None:
+        return found(action, note)
+    data = live.data or {}
+    changed = fields(data) if fields is not None else [f"data.{k}: added {GENERATED}" for k in keys if k not in data]
+    if labels.get(MODULE_LABEL) != module:
+        changed.append(f"metadata.labels.{MODULE_LABEL}: + {module}")
+    return [Change(ref, action, changed, note=note)] if changed else []

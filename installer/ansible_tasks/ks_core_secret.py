@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.ansible_tasks import WARNINGS_KEY, TaskFailed
+from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, generated_secret, preview_params
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
 from installer.credentials import Refused
 from installer.kube import api_client
@@ -30,3 +30,39 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     record_generated([("v1", "Secret", p["namespace"], SECRET_NAME), (USER_API, "User", "", ADMIN)])
     return {"changed": outcome.changed, "created": outcome.created, "changed_keys": outcome.changed_keys,
             WARNINGS_KEY: outcome.notes}
+
+
+KEYS = ["secret", "token", "initAdminPassword"]
+
+
+def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
+    """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes):
+    ``kubesphere-secret`` created or its JWT key (and so the token) set, key names only; the admin User created
+    when missing."""
+    import base64
+
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+    from installer.manifests import Change
+    from installer.render_plugins import GENERATED
+
+    p = preview_params(ARGUMENT_SPEC, args)
+
+    def fields(data: dict[str, str]) -> list[str]:
+        current = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+        jwt = p["jwt_secret"] or ""
+        if "secret" not in current:
+            return [f"data.secret: added {GENERATED}", "data.token: changed"]
+        if jwt and jwt != current["secret"]:
+            return ["data.secret: changed", "data.token: changed"]
+        return []
+
+    out = generated_secret(api, p["module"], p["namespace"] or "", SECRET_NAME, KEYS, fields)
+    if api is None:
+        return [*out, Change(f"User/{ADMIN}", "create", note="once, its password from initAdminPassword")]
+    try:
+        DynamicClient(api).resources.get(api_version=USER_API, kind="User").get(name=ADMIN)
+    except (NotFoundError, ResourceNotFoundError):
+        out.append(Change(f"User/{ADMIN}", "create", note="its password from initAdminPassword"))
+    return out

@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, preview_params
 from installer.kube import api_client
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -49,3 +49,34 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # API errors become a task failure with their text
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     return {"changed": bool(changed), "updated": changed, "missing": missing}
+
+
+def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
+    """The labels and annotations :func:`run` would set on (or take off) each object, as one update each
+    (``installer.manifests.Change``; offline, none)."""
+    if api is None:
+        return []
+    from installer.manifests import Change, shown
+
+    p = preview_params(ARGUMENT_SPEC, args)
+    res = DynamicClient(api).resources.get(api_version=p["api_version"], kind=p["kind"])
+    present = p["state"] == "present"
+    out = []
+    for name in p["names"] or []:
+        try:
+            live = res.get(name=name, namespace=p["namespace"]).to_dict()
+        except NotFoundError:
+            continue
+        fields = []
+        for section in ("labels", "annotations"):
+            have = live["metadata"].get(section) or {}
+            for key, value in (p[section] or {}).items():
+                if present and have.get(key) != str(value):
+                    fields.append(f"metadata.{section}.{key}: {shown(have.get(key))} -> {shown(str(value))}"
+                                  if key in have else f"metadata.{section}.{key}: + {shown(str(value))}")
+                elif not present and key in have:
+                    fields.append(f"metadata.{section}.{key}: - {shown(have[key])}")
+        if fields:
+            ns = p["namespace"]
+            out.append(Change(f"{res.kind}/{ns + '/' if ns else ''}{name}", "update", fields))
+    return out

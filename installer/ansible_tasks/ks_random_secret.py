@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, generated_secret, preview_params
 from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import record_generated
@@ -30,3 +30,10 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     record_generated([("v1", "Secret", p["namespace"], p["name"])])
     return {"changed": outcome.changed, "created": outcome.created, "added_keys": outcome.added_keys}
+
+
+def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
+    """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
+    Secret created, or the key added and the module's label set; a value is never shown."""
+    p = preview_params(ARGUMENT_SPEC, args)
+    return generated_secret(api, p["module"], p["namespace"] or "", p["name"], [str(p["key"])])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, preview_params
 from installer.kube import api_client
 from installer.rollout import roll
 
@@ -27,3 +27,28 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # API errors and timeouts become a task failure with their text
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
     return {"changed": bool(rolled), "rolled": rolled, "missing": missing}
+
+
+def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
+    """The Deployments :func:`run` would roll (``installer.manifests.Change``; offline, none): those whose pod
+    template annotation changes (a missing one: nothing to roll, its creation is listed)."""
+    if api is None:
+        return []
+    from kubernetes import client
+
+    from installer.manifests import Change
+    from installer.rollout import CONFIG_HASH, rolls
+
+    p = preview_params(ARGUMENT_SPEC, args)
+    apps = client.AppsV1Api(api)
+    out = []
+    for name in p["deployments"] or []:
+        try:
+            dep = apps.read_namespaced_deployment(name, p["namespace"])
+        except Exception:
+            continue
+        annotations = (dep.spec.template.metadata.annotations if dep.spec.template.metadata else None) or {}
+        if rolls(annotations.get(CONFIG_HASH), str(p["value"]), p["keep_unstamped"]):
+            out.append(Change(f"Deployment/{p['namespace']}/{name}", "roll",
+                              note=f"pod template annotation {CONFIG_HASH} changes: its pods restart"))
+    return out

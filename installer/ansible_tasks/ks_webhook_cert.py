@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from installer.ansible_tasks import WARNINGS_KEY, TaskFailed
+from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, generated_secret, preview_params
 from installer.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
 from installer.credentials import Refused
 from installer.kube import api_client
@@ -45,3 +45,24 @@ def layout(p: dict[str, Any]) -> Layout:
     """The certificate's :class:`Layout` from the task's arguments."""
     return Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"],
                   dt.timedelta(days=p["max_validity_days"]))
+
+
+def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
+    """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
+    Secret created; when it exists, the render's answer (``recorded``, its ``reason``) says whether the certificate
+    is generated again or only labelled."""
+    from installer.manifests import Change
+    from installer.render_plugins import GENERATED
+    from installer.settings import MODULE_LABEL
+
+    p = preview_params(ARGUMENT_SPEC, args)
+    ref = f"Secret/{p['namespace']}/{p['secret']}"
+    label = f"metadata.labels.{MODULE_LABEL}: + {p['module']}"
+    reason = (recorded or {}).get("reason", "kept")
+
+    def found(action: str, note: str) -> list[Any]:
+        if reason not in ("kept", "labelled"):
+            return [Change(ref, "update", [f"data.{k}: changed {GENERATED}" for k in p["keys"]], note=reason)]
+        return [Change(ref, action, [label], note=note)] if reason == "labelled" else []
+
+    return generated_secret(api, p["module"], p["namespace"] or "", p["secret"], list(p["keys"]), found=found)

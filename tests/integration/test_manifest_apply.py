@@ -1,7 +1,8 @@
 """What an apply reports as changed, read from one list per kind instead of a read per object: nothing on a second
 apply of the same objects, exactly the edited object after an edit, an adopted object, and a new CRD served at
 once (its kind can be applied in the same run); an object that is as applied last is not written again, one that
-someone changed (an edit, a scale) or whose manifest changed is."""
+someone changed (an edit, a scale) or whose manifest changed is. A dry run writes nothing and its change set names
+what the apply then does."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from installer.manifests import Manifests
+from installer.manifests import DryRun, Manifests
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster
@@ -60,6 +61,42 @@ def test_apply_reports_only_what_the_api_server_changed(kube_api: client.ApiClie
         manifests.delete(objects, purge=True, timeout=60)
         delete_quietly(lambda: client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition(
             f"widgets.{group}"))
+
+
+def test_a_dry_run_writes_nothing_and_names_what_the_apply_then_does(kube_api: client.ApiClient) -> None:
+    tag = uuid.uuid4().hex[:6]
+    ns, module = f"t-dry-{tag}", f"mod-{tag}"
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    objects = [namespace, _config(ns, "a", "1"), _config(ns, "b", "1")]
+    core = client.CoreV1Api(kube_api)
+    manifests, preview = Manifests(kube_api, module), Manifests(kube_api, module, DryRun())
+    try:
+        new = {c.ref: (c.action, c.note) for c in preview.apply(objects).changes}
+        assert new == {f"Namespace/{ns}": ("create", ""),
+                       f"ConfigMap/{ns}/a": ("create", f"namespace {ns} is created first"),
+                       f"ConfigMap/{ns}/b": ("create", f"namespace {ns} is created first")}
+        assert ns not in {n.metadata.name for n in core.list_namespace().items}
+        manifests.apply(objects)
+
+        core.create_namespaced_config_map(ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="c"), data={"k": "1"}))
+        edited = [namespace, _config(ns, "a", "2"), _config(ns, "b", "1"), _config(ns, "c", "1")]
+        changes = {c.ref: c for c in preview.apply(edited).changes}
+        assert {ref: c.action for ref, c in changes.items()} == {
+            f"Namespace/{ns}": "unchanged", f"ConfigMap/{ns}/a": "update", f"ConfigMap/{ns}/b": "unchanged",
+            f"ConfigMap/{ns}/c": "update"}
+        a = changes[f"ConfigMap/{ns}/a"]
+        assert a.live is not None and a.after is not None and (a.live["data"], a.after["data"]) == ({"k": "1"},
+                                                                                                      {"k": "2"})
+        assert core.read_namespaced_config_map("a", ns).data == {"k": "1"}
+        assert MODULE_LABEL not in (core.read_namespaced_config_map("c", ns).metadata.labels or {})
+        pruned = preview.remove([_config(ns, "b", "1")])
+        assert [(c.ref, c.action) for c in pruned.changes] == [(f"ConfigMap/{ns}/b", "delete")]
+        assert core.read_namespaced_config_map("b", ns).data == {"k": "1"}
+
+        assert sorted(manifests.apply(edited).changed) == [f"ConfigMap/{ns}/a", f"ConfigMap/{ns}/c"]
+    finally:
+        manifests.delete(objects, purge=True, timeout=60)
 
 
 def test_an_unchanged_object_is_not_written_and_one_someone_changed_is_restored(kube_api: client.ApiClient,

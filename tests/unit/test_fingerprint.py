@@ -151,7 +151,8 @@ ANSIBLE_SIDE = {
     "ansible_tasks/ks_manifest.py", "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py",
     "ansible_tasks/ks_rollout.py", "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py",
     "credentials.py", "escape.py", "foreign.py", "images.py",
-    "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py", "rollout.py", "s3_store.py",
+    "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py", "render_plugins/__init__.py",
+    "rollout.py", "s3_store.py",
     "settings.py", "spec.py", "yaml_c.py",
 }
 # telemetry's task reads the cc as the engine does (its report describes the spec).
