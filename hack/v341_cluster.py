@@ -41,6 +41,7 @@ import secrets
 import string
 import subprocess
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -317,7 +318,7 @@ class Builder:
     def __init__(self, target: Target, cluster: HasKubeconfig, work: Path, profile: Profile = DEFAULT) -> None:
         self.target, self.kubeconfig, self.work, self.profile = target, cluster.kubeconfig, work, profile
         self.api: client.ApiClient = target.api
-        self.dyn = DynamicClient(self.api)
+        self.dyn = dynamic(self.api)
         self.made = V341Cluster()
         self.cache = work / "kube-cache"
 
@@ -340,7 +341,7 @@ class Builder:
     def apply(self, objects: list[Obj], name: str) -> None:
         if objects:
             path = self.work / f"{name}.yaml"
-            path.write_text(yaml.safe_dump_all(objects))
+            path.write_text(_dump_all(objects))
             self.kubectl("apply", "-f", str(path))
 
     def helm_install(self, release: str, namespace: str, objects: list[Obj], module: str = "",
@@ -349,7 +350,7 @@ class Builder:
         (chart / "templates").mkdir(parents=True)
         (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": chart_name or release,
                                                            "version": chart_version, "appVersion": app_version}))
-        (chart / "objects.yaml").write_text(yaml.safe_dump_all(objects))
+        (chart / "objects.yaml").write_text(_dump_all(objects))
         (chart / "templates" / "objects.yaml").write_text('{{ .Files.Get "objects.yaml" }}\n')
         self.helm("install", release, str(chart), "--namespace", namespace)
         self.made.releases[f"{namespace}/{release}"] = module
@@ -580,17 +581,17 @@ class Builder:
             namespace = ("-n", step.namespace) if step.namespace else ()
             if small:
                 path = self.work / f"{module}-{len(list(self.work.glob(f'{module}-*.yaml')))}.yaml"
-                path.write_text(yaml.safe_dump_all(small))
+                path.write_text(_dump_all(small))
                 self.kubectl("apply", *namespace, "-f", str(path))
             if big:
                 path = self.work / f"{module}-server-side.yaml"
-                path.write_text(yaml.safe_dump_all(big))
+                path.write_text(_dump_all(big))
                 self.kubectl("apply", "--server-side", "--force-conflicts", *namespace, "-f", str(path))
             self.established([o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"])
         elif step.how == "helm-crds":
             # Helm creates a chart's crds/ that do not exist yet (and leaves those that do).
             path = self.work / f"{module}-crds-{len(list(self.work.glob(f'{module}-crds-*.yaml')))}.yaml"
-            path.write_text(yaml.safe_dump_all(objects))
+            path.write_text(_dump_all(objects))
             self.kubectl_rc("create", "--field-manager=helm", "-f", str(path))
             self.established([o["metadata"]["name"] for o in objects])
         elif step.how == "helm-create-namespace":
@@ -616,9 +617,13 @@ class Builder:
         """Wait until the CRDs are served (``kubectl wait`` fails on a CRD whose status has no conditions yet)."""
         ext = client.ApiextensionsV1Api(self.api)
         deadline = time.monotonic() + timeout
+
+        def conditions(name: str) -> list[dict[str, Any]]:
+            # The raw JSON: a big CRD's schema made into the client's models cost more than the request.
+            raw = ext.read_custom_resource_definition(name, _preload_content=False).data
+            return (json.loads(raw).get("status") or {}).get("conditions") or []
         for name in crds:
-            while not any(c.type == "Established" and c.status == "True"
-                          for c in (ext.read_custom_resource_definition(name).status.conditions or [])):
+            while not any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions(name)):
                 assert time.monotonic() < deadline, f"CRD {name} not established"
                 time.sleep(0.2)
 
@@ -660,6 +665,22 @@ class Builder:
             time.sleep(0.5)
 
 
+_DYNAMIC: weakref.WeakKeyDictionary[client.ApiClient, DynamicClient] = weakref.WeakKeyDictionary()
+
+
+def dynamic(api: client.ApiClient) -> DynamicClient:
+    """One DynamicClient per API client: making one reads the discovery cache file and asks the server's version,
+    which per object read cost more than the read (a kind it has not seen yet is discovered again on demand)."""
+    if api not in _DYNAMIC:
+        _DYNAMIC[api] = DynamicClient(api)
+    return _DYNAMIC[api]
+
+
+def _dump_all(objects: list[Obj]) -> str:
+    """The objects as a YAML stream, written by LibYAML (the pure-Python dumper took seconds per fixture)."""
+    return yaml.dump_all(objects, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
+
+
 def _ca(secret: Obj) -> str:
     """The base64 CA certificate of a serving certificate Secret (its first key, by the layouts' order)."""
     return next(iter(secret["data"].values()))
@@ -691,7 +712,7 @@ def build(target: Target, cluster: HasKubeconfig, work: Path, profile: Profile =
 # -- what the takeover changed (the tests and the demo compare before and after)
 def live(api: client.ApiClient, ref: Ref) -> Any:
     api_version, kind, namespace, name = ref
-    return DynamicClient(api).resources.get(api_version=api_version, kind=kind).get(
+    return dynamic(api).resources.get(api_version=api_version, kind=kind).get(
         name=name, namespace=namespace or None)
 
 

@@ -134,6 +134,11 @@ def run_hosts(hosts: dict[str, Host], work: Path, roles_dir: Path, *, extravars:
            "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
            "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.01", "ANSIBLE_ACTION_PLUGINS": str(PLUGINS_DIR),
            "KS_CAPTURE_DIR": str(work)}
+    # The playbooks' own callback plugins (ks_preload: the tasks' code imported once, before Ansible forks a worker
+    # per task), which the wrapper playbook, written elsewhere, would not find beside it.
+    callbacks = sorted({str(d) for h in hosts.values() if (d := h.playbook.parent / "callback_plugins").is_dir()})
+    if callbacks:
+        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(callbacks)
     env.pop("KS_RENDER_WORLD", None)
     if world is not None:
         env["KS_RENDER_WORLD"] = json.dumps(world)
