@@ -537,9 +537,24 @@ class Manifests:
         of both. When the first apply is refused (422: the render merged with the original's fields is invalid,
         like an env entry with both ``value`` and ``valueFrom``), the takeover comes first. A field the API server
         will not change (a selector, a headless Service's clusterIP, a Job's template) is handled by
-        :meth:`_replace`."""
+        :meth:`_replace`.
+
+        A workload the original made has its fields taken over before the first apply: applying over them first
+        would change its pod template twice (the render merged with the original's fields, then the render),
+        rolling its pods twice."""
         refused: ApiException | None = None
         after: Obj | None = None
+        if maybe_adopted and obj["kind"] in WORKLOAD_KINDS and (live := self._get(res, obj)) is not None:
+            live_meta = live.to_dict()["metadata"]
+            if legacy_entries(live_meta):
+                take_over(res, live_meta, obj["apiVersion"])
+                result.adopted.append(ident(obj))
+                try:
+                    return self._server_side_apply(res, body)
+                except ApiException as exc:
+                    if exc.status != 422:
+                        raise
+                    return self._replace(res, obj, body, exc, result)
         try:
             after = self._server_side_apply(res, body)
         except ApiException as exc:

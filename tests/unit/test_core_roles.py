@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_harness import filter_plugins, run_play
+from role_harness import REPO, filter_plugins, run_play
 
 from installer.config.defaults import apply_defaults
 from installer.spec import leaves
@@ -345,6 +345,37 @@ def test_keys_read_from_variables_are_left_out_of_the_roll_decision(out: Path) -
                                                           if k != "managerPassword"}
     theirs["ldap"]["host"] = "ldap.example.com:389"
     assert f["ks_without_keys"](theirs, paths) != f["ks_without_keys"](ours, paths)
+
+
+def test_credentials_are_compared_as_the_readers_take_them(out: Path) -> None:
+    """The credentials of Secret kubesphere-config-credentials enter ks-config's roll decision as the pods read them:
+    the Secret's value where it holds the key (their variable is set), else the value the file wrote. Pods started
+    over the original's file, which wrote the passwords in place, before the Secret existed (ks-core's roll at the
+    switch) read what ours gives them: no second roll. Another value either way, or the file naming a variable the
+    pods were not given, is a roll."""
+    f = filter_plugins("kubesphere-defaults", "ks_env").FilterModule().filters()
+    defaults = yaml.safe_load((REPO / "roles/kubesphere-defaults/defaults/main.yaml").read_text())
+    name = defaults["ks_config_credentials_secret"]
+    creds = [{**c, "secret": name if "{{" in c["secret"] else c["secret"]} for c in defaults["ks_config_credentials"]]
+    ours = config(out, "all_on")
+    data = {k: base64.b64encode(v.encode()).decode() for k, v in credentials(out, "all_on").items()}
+
+    def read(config: dict[str, Any], secret: dict[str, str] | None) -> dict[str, Any]:
+        return f["ks_read_credentials"](config, secret, creds, name)
+
+    assert read(ours, data) == {"sonarQube.token": "tok", "logging.password": "admin", "events.password": "admin",
+                                "auditing.password": "admin"}
+    theirs = json.loads(json.dumps(ours))
+    for section in ("logging", "events", "auditing"):
+        theirs[section]["password"] = "admin"
+    theirs["sonarQube"]["token"] = "tok"
+    assert read(theirs, None) == read(ours, data)
+    assert read(theirs, {}) == read(ours, data)
+    assert read(ours, None) != read(ours, data)  # our file names the variables: pods without them must roll
+    theirs["events"]["password"] = "old"
+    assert read(theirs, None) != read(ours, data)
+    assert read(theirs, data) == read(ours, data)  # the variable, set, wins over the file
+    assert read(ours, {**data, "log-store-password": base64.b64encode(b"old").decode()}) != read(ours, data)
 
 
 def test_log_store_choice(out: Path) -> None:

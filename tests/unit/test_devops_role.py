@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_fixture
 import yaml
 from installer_state import upstream_objects
 from role_harness import Objects, find, keys, pod, render_scenarios
@@ -72,6 +73,17 @@ def test_objects_are_upstreams(rendered: dict[str, Objects]) -> None:
     labels = {o["metadata"]["name"]: o["metadata"]["labels"] for o in rendered["default"] if o["kind"] == "Namespace"}
     assert all(v["kubesphere.io/workspace"] == "system-workspace" for v in labels.values())
     assert labels[WORKER]["component"] == "devops-jenkins-master"
+
+
+def test_argocd_pod_labels_are_the_charts(rendered: dict[str, Objects]) -> None:
+    """Argo CD's pod templates carry the chart's labels, Helm's managed-by included (in no selector): a switch from
+    v3.4.1 keeps its pods."""
+    theirs = {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"]
+              for step in upstream_fixture.load("pluggable").modules["devops"] for o in step.objects
+              if o["kind"] in ("Deployment", "StatefulSet") and o["metadata"]["name"].startswith("devops-argocd-")}
+    ours = {o["metadata"]["name"]: o["spec"]["template"]["metadata"]["labels"] for o in rendered["default"]
+            if o["kind"] in ("Deployment", "StatefulSet") and o["metadata"]["name"].startswith("devops-argocd-")}
+    assert len(ours) == 7 and ours == theirs
 
 
 def test_images_and_registry(rendered: dict[str, Objects]) -> None:

@@ -128,7 +128,8 @@ def test_operator_deployment(rendered: dict[str, Objects]) -> None:
                                       "requests": {"cpu": "10m", "memory": "20Mi"}}
     assert container["volumeMounts"] == [{"name": "env", "mountPath": "/fluentbit-operator"}]
     assert setenv(rendered["containerd"])["image"] == "docker:19.03"
-    assert not {"nodeSelector", "tolerations", "affinity"} & set(spec), "upstream's defaults are empty"
+    # Upstream's defaults: no nodeSelector or tolerations, `affinity: {}` (kept, so a switch keeps the pod).
+    assert not {"nodeSelector", "tolerations"} & set(spec) and spec["affinity"] == {}
 
 
 @pytest.mark.parametrize("scenario", ["containerd", "crio", "no_node"])
@@ -210,7 +211,7 @@ def test_scheduling(rendered: dict[str, Objects]) -> None:
         {"global": "yes"}, TOLERATE_ALL, ZONE_AFFINITY)
     mixed = operator(rendered["mixed_scheduling"])
     assert mixed["nodeSelector"] == {"logs": "yes"} and mixed["tolerations"] == TOLERATE_ALL
-    assert "affinity" not in mixed
+    assert mixed["affinity"] == {}
 
 
 def test_declared_kinds_cover_every_rendered_kind(rendered: dict[str, Objects]) -> None:

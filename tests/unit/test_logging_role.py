@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_fixture
 import yaml
 from installer_state import upstream_objects
 from role_harness import Objects, find, keys, pod, render_scenarios
@@ -154,6 +155,10 @@ def test_injector(rendered: dict[str, Objects]) -> None:
     selector = deploy["selector"]["matchLabels"]
     assert selector["logging.kubesphere.io/logsidecar-injector"] == DEPLOY
     assert selector.items() <= deploy["template"]["metadata"]["labels"].items()
+    # The pods keep the chart's Helm labels, outside the selector (a switch from v3.4.1 keeps them).
+    theirs = next(o for step in upstream_fixture.load("pluggable").modules["logging"] for o in step.objects
+                  if (o["kind"], o["metadata"]["name"]) == ("Deployment", DEPLOY))["spec"]["template"]
+    assert deploy["template"]["metadata"]["labels"] == theirs["metadata"]["labels"]
     injector, reloader = deploy["template"]["spec"]["containers"]
     assert injector["image"] == "kubesphere/log-sidecar-injector:v1.2.0"
     assert injector["resources"] == {"limits": {"cpu": "100m", "memory": "100Mi"},

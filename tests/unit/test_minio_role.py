@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_fixture
 import yaml
 from installer_state import upstream_objects
 from role_harness import Objects, find, keys, pod, render_scenarios
@@ -37,6 +38,9 @@ SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "live": ({**STORE, "common": {"minio": {"volumeSize": "50Gi"}}, "persistence": {"storageClass": "fast"}},
              {"ks_minio_live_claim": {"storage": "20Gi", "storageClassName": "old"}}),
     "live_no_class": ({**STORE, "persistence": {"storageClass": "fast"}}, {"ks_minio_live_claim": {"storage": "8Gi"}}),
+    # Secret minio as the original's chart made it (its fixed keys, base64 as the Secret holds them).
+    "upstream_keys": (STORE, {"ks_minio_live_keys": {"accesskey": "b3BlbnBpdHJpeG1pbmlvYWNjZXNza2V5",
+                                                     "secretkey": "b3BlbnBpdHJpeG1pbmlvc2VjcmV0a2V5"}}),
 }
 
 
@@ -101,6 +105,21 @@ def test_server(rendered: dict[str, Objects]) -> None:
     service = find(rendered["default"], "Service", "minio")["spec"]
     assert service == {"type": "ClusterIP", "selector": {"app": "minio", "release": "ks-minio"},
                        "ports": [{"name": "service", "port": 9000, "protocol": "TCP", "targetPort": 9000}]}
+
+
+def test_pod_template_digests_are_the_charts(rendered: dict[str, Objects]) -> None:
+    """The pod template carries the chart's checksum/secrets and checksum/config, computed as Helm did from its
+    rendered Secret and ConfigMap: with the original's keys, v3.4.1's very pod template annotations (a switch keeps
+    the pod); other keys or another bucket script give other digests (the pod rolls onto them)."""
+    fixture = upstream_fixture.load("pluggable")
+    theirs = next(o for step in fixture.modules["minio"] for o in step.objects if o["kind"] == "Deployment")
+
+    def annotations(name: str) -> dict[str, str]:
+        return find(rendered[name], "Deployment", "minio")["spec"]["template"]["metadata"]["annotations"]
+
+    assert annotations("upstream_keys") == theirs["spec"]["template"]["metadata"]["annotations"]
+    assert annotations("default")["checksum/config"] == annotations("upstream_keys")["checksum/config"]
+    assert annotations("default")["checksum/secrets"] != annotations("upstream_keys")["checksum/secrets"]
 
 
 def test_bucket_job(rendered: dict[str, Objects]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import upstream_fixture
 import yaml
 from role_harness import Objects, find, keys, pod, render_scenarios
 
@@ -155,6 +156,12 @@ def test_operators_and_custom_resources(rendered: dict[str, Objects]) -> None:
                                       "requests": {"cpu": "20m", "memory": "50Mi"}}
     kiali_op = pod(objects, "Deployment", "kiali-operator")["containers"][0]
     assert kiali_op["image"] == "kubesphere/kiali-operator:v1.50.1"
+    # The pod template's metadata and empty affinity are the chart's (a switch from v3.4.1 keeps the pod).
+    theirs = next(o for step in upstream_fixture.load("pluggable").modules["servicemesh"] for o in step.objects
+                  if (o["kind"], o["metadata"]["name"]) == ("Deployment", "kiali-operator"))["spec"]["template"]
+    template = find(objects, "Deployment", "kiali-operator")["spec"]["template"]
+    assert template["metadata"] == theirs["metadata"]
+    assert template["spec"]["affinity"] == theirs["spec"]["affinity"] == {}
     assert {"name": "WATCH_NAMESPACE", "value": NS} in kiali_op["env"]
     jaeger = find(objects, "Jaeger", "jaeger")["spec"]
     assert jaeger["strategy"] == "production" and jaeger["collector"]["maxReplicas"] == 5

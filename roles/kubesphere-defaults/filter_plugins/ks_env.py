@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 
@@ -45,7 +46,29 @@ def ks_without_keys(config: Any, paths: list[list[str]]) -> Any:
             for k, v in config.items() if str(k) not in here}
 
 
+def ks_read_credentials(config: Any, data: dict[str, str] | None, credentials: list[dict[str, Any]],
+                        secret: str) -> dict[str, Any]:
+    """What the readers of kubesphere.yaml (parsed, ``config``) take for each key of ``credentials`` (``[{path,
+    secret, key}]``, kubesphere-defaults' ks_config_credentials) whose variable comes from Secret ``secret`` (``data``:
+    its data as stored, None when it does not exist): the Secret's value where it holds the key (ks-core gives them
+    the variable, optional), else the file's. Key path → value (None: neither has one)."""
+    data = data or {}
+    out: dict[str, Any] = {}
+    for cred in credentials:
+        if cred["secret"] != secret:
+            continue
+        if cred["key"] in data:
+            out[cred["path"]] = base64.b64decode(data[cred["key"]]).decode()
+            continue
+        node = config
+        for part in cred["path"].split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        out[cred["path"]] = node
+    return out
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"ks_env_name": ks_env_name, "ks_s3_env": ks_s3_env,
-                "ks_env_placeholders": ks_env_placeholders, "ks_without_keys": ks_without_keys}
+                "ks_env_placeholders": ks_env_placeholders, "ks_without_keys": ks_without_keys,
+                "ks_read_credentials": ks_read_credentials}
