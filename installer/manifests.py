@@ -541,10 +541,11 @@ class Manifests:
 
         A workload the original made has its fields taken over before the first apply: applying over them first
         would change its pod template twice (the render merged with the original's fields, then the render),
-        rolling its pods twice."""
+        rolling its pods twice (a dry run foresees the same takeover from its own apply, below)."""
         refused: ApiException | None = None
         after: Obj | None = None
-        if maybe_adopted and obj["kind"] in WORKLOAD_KINDS and (live := self._get(res, obj)) is not None:
+        if (maybe_adopted and self.dry_run is None and obj["kind"] in WORKLOAD_KINDS
+                and (live := self._get(res, obj)) is not None):
             live_meta = live.to_dict()["metadata"]
             if legacy_entries(live_meta):
                 take_over(res, live_meta, obj["apiVersion"])
