@@ -548,14 +548,7 @@ class Manifests:
                 and (live := self._get(res, obj)) is not None):
             live_meta = live.to_dict()["metadata"]
             if legacy_entries(live_meta):
-                take_over(res, live_meta, obj["apiVersion"])
-                result.adopted.append(ident(obj))
-                try:
-                    return self._server_side_apply(res, body)
-                except ApiException as exc:
-                    if exc.status != 422:
-                        raise
-                    return self._replace(res, obj, body, exc, result)
+                return self._take_over(res, obj, body, live_meta, result)
         try:
             after = self._server_side_apply(res, body)
         except ApiException as exc:
@@ -568,18 +561,24 @@ class Manifests:
             if self.dry_run is not None:
                 return self._foresee_takeover(res, obj, body, current.to_dict() if current else after, after,
                                               refused, result)
-            take_over(res, after["metadata"], obj["apiVersion"])
-            result.adopted.append(ident(obj))
-            try:
-                return self._server_side_apply(res, body)
-            except ApiException as exc:
-                if exc.status != 422:
-                    raise
-                refused = exc
+            return self._take_over(res, obj, body, after["metadata"], result)
         if refused is None:
             assert after is not None
             return after
         return self._replace(res, obj, body, refused, result)
+
+    def _take_over(self, res: Any, obj: Obj, body: Obj, meta: Obj, result: ApplyResult) -> Obj | None:
+        """Take the original installer's fields of an object over (``meta``: its metadata as found) and apply the
+        render again, so the fields only the original set go; a refused field that cannot change is
+        :meth:`_replace`'s."""
+        take_over(res, meta, obj["apiVersion"])
+        result.adopted.append(ident(obj))
+        try:
+            return self._server_side_apply(res, body)
+        except ApiException as exc:
+            if exc.status != 422:
+                raise
+            return self._replace(res, obj, body, exc, result)
 
     def _foresee_takeover(self, res: Any, obj: Obj, body: Obj, live: Obj, after: Obj, refused: ApiException | None,
                           result: ApplyResult) -> None:
