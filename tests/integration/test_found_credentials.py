@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer import certs
 from installer.core_secret import ADMIN_CLAIMS, jwt_hs256
-from installer.settings import NAMESPACE
+from installer.settings import FIELD_MANAGER, NAMESPACE
 from installer.state import StateStore
 
 from .conftest import Installer
@@ -106,7 +106,8 @@ def no_admin(installer: Installer) -> Iterator[None]:
             raise
     meta = saved["metadata"]
     body = {**saved, "metadata": {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}}
-    installer.custom.create_cluster_custom_object(*USERS, body)
+    # as the installer wrote it (its field manager), so a later uninstall takes it as the installer's
+    installer.custom.create_cluster_custom_object(*USERS, body, field_manager=FIELD_MANAGER)
 
 
 @pytest.mark.usefixtures("no_admin")
