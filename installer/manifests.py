@@ -253,6 +253,24 @@ def digest(body: Obj) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
 
 
+def labelled(obj: Obj, module: str, adopt: bool = True) -> Obj:
+    """A copy of ``obj`` with the installer's labels (``adopt``: the module's too)."""
+    body = copy.deepcopy(obj)
+    labels = body["metadata"].setdefault("labels", {})
+    labels.update(MANAGED_BY)
+    if adopt:
+        labels[MODULE_LABEL] = module
+    return body
+
+
+def as_applied(obj: Obj, module: str, adopt: bool = True) -> Obj:
+    """``obj`` as the installer applies it: :func:`labelled`, with the digest of that manifest in
+    ``installer.kubesphere.io/applied``."""
+    body = labelled(obj, module, adopt)
+    body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest(body)
+    return body
+
+
 def unchanged_since_applied(meta: Obj, manifest_digest: str, body: Obj | None = None) -> bool:
     """Whether a live object (its metadata) still is what the installer applied of a manifest (``body``, whose
     digest is ``manifest_digest``): the annotation matches, the installer's apply entry is there and, for the kinds
@@ -362,20 +380,12 @@ class Manifests:
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dyn.resources.get(api_version=api_version, kind=kind)
 
-    def _labelled(self, obj: Obj, adopt: bool) -> Obj:
-        obj = copy.deepcopy(obj)
-        labels = obj["metadata"].setdefault("labels", {})
-        labels.update(MANAGED_BY)
-        if adopt:
-            labels[MODULE_LABEL] = self.module
-        return obj
-
     def _claim(self, res: Any, obj: Obj) -> Any:
         """Create an absent namespace labelled as this module's, and return it; when another module created it
         meanwhile (modules run in parallel), return that one: the first to create it owns it, and only it records
         it (an apply alone would let the last writer take the label from a module that recorded it)."""
         try:
-            return res.create(body=self._labelled(obj, True), field_manager=FIELD_MANAGER)
+            return res.create(body=labelled(obj, self.module), field_manager=FIELD_MANAGER)
         except ApiException as exc:
             if exc.status != 409:
                 raise Rejected(f"creating {ident(obj)}: {api_reason(exc)}") from exc
@@ -429,9 +439,8 @@ class Manifests:
                 result.kept.append(f"{ident(obj)} (belongs to module {owner})")
                 continue
             before = live_meta.get("resourceVersion") if live_meta is not None else None
-            body = self._labelled(obj, adopt)
-            manifest_digest = digest(body)
-            body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = manifest_digest
+            body = as_applied(obj, self.module, adopt)
+            manifest_digest = body["metadata"]["annotations"][APPLIED_ANNOTATION]
             if self._gone and ident(obj) in self._gone:  # a dry run's: deleted by the run before, so created again
                 self._preview(result, Change(ident(obj), "recreate", note="deleted and applied again by the run",
                                              body=body))
@@ -440,8 +449,7 @@ class Manifests:
                 result.applied.append(ident(obj))  # as applied last, and nobody wrote to it since
                 if adopt:
                     result.applied_refs.append(ref_of(obj))
-                if self.dry_run is not None:
-                    result.changes.append(Change(ident(obj), "unchanged", body=body))
+                self._preview(result, Change(ident(obj), "unchanged", body=body))
                 continue
             try:
                 current = self._get(res, obj) if self.dry_run is not None else None  # what the preview compares
@@ -490,10 +498,8 @@ class Manifests:
         kind = f"{obj['apiVersion']}/{obj['kind']}"
         assert self.dry_run is not None
         if kind in self.dry_run.kinds:
-            body = self._labelled(obj, True)
-            body["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest(self._labelled(obj, True))
             self._preview(result, Change(ident(obj), "create", note="its CustomResourceDefinition is created first",
-                                         body=body))
+                                         body=as_applied(obj, self.module)))
         else:
             self._preview(result, Change(ident(obj), "error", note=f"kind {kind} is not served"))
         return None

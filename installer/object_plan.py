@@ -24,10 +24,10 @@ from typing import Any
 
 from installer.adoption import releases_to_retire
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
-from installer.manifests import KIND_ORDER, Change, DryRun, Manifests, Obj, api_reason, digest, ident, ref_of, shown
+from installer.manifests import KIND_ORDER, Change, DryRun, Manifests, Obj, api_reason, as_applied, ident, ref_of, shown
 from installer.render import GENERATORS, Rendered
 from installer.render_plugins import GENERATED, GENERATED_CA
-from installer.settings import APPLIED_ANNOTATION, MANAGED_BY, MODULE_LABEL
+from installer.settings import APPLIED_ANNOTATION
 
 #: Metadata the API server sets or moves on every write (and the installer's own bookkeeping annotation).
 VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid", "selfLink")
@@ -300,10 +300,7 @@ def offline_plan(rendered: dict[str, Rendered], actions: dict[str, str]) -> Obje
             continue
         for obj in _ordered(run.objects()):
             module.add(ident(obj), "create")
-            labelled = copy.deepcopy(obj)
-            labelled["metadata"].setdefault("labels", {}).update({**MANAGED_BY, MODULE_LABEL: name})
-            labelled["metadata"].setdefault("annotations", {})[APPLIED_ANNOTATION] = digest(labelled)
-            module.manifests.append(labelled)
+            module.manifests.append(as_applied(obj, name))
         for change in task_changes(run, None, (GENERATORS,)):
             module.add(change.ref, change.action, change.fields, change.note)
             if change.body is not None:
