@@ -45,8 +45,10 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
     for name in p["deployments"] or []:
         try:
             dep = apps.read_namespaced_deployment(name, p["namespace"])
-        except Exception:
-            continue
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+            continue  # missing: nothing to roll (run() reports it so)
         annotations = (dep.spec.template.metadata.annotations if dep.spec.template.metadata else None) or {}
         if rolls(annotations.get(CONFIG_HASH), str(p["value"]), p["keep_unstamped"]):
             out.append(Change(f"Deployment/{p['namespace']}/{name}", "roll",
