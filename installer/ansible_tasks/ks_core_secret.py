@@ -37,32 +37,37 @@ KEYS = ["secret", "token", "initAdminPassword"]
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
     """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes):
-    ``kubesphere-secret`` created or its JWT key (and so the token) set, key names only; the admin User created
-    when missing."""
-    import base64
-
+    ``kubesphere-secret`` created, or the keys the run's own decision (``core_secret.desired_data``) adds or changes,
+    by name only; the admin User created when missing. A found value the run refuses is an error."""
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+    from installer.core_secret import desired_data
+    from installer.credentials import decoded
     from installer.manifests import Change
     from installer.render_plugins import GENERATED
 
     p = preview_params(ARGUMENT_SPEC, args)
-
-    def fields(data: dict[str, str]) -> list[str]:
-        current = {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
-        jwt = p["jwt_secret"] or ""
-        if "secret" not in current:
-            return [f"data.secret: added {GENERATED}", "data.token: changed"]
-        if jwt and jwt != current["secret"]:
-            return ["data.secret: changed", "data.token: changed"]
-        return []
-
-    out = generated_secret(api, p["module"], p["namespace"] or "", SECRET_NAME, KEYS, fields)
+    namespace = p["namespace"] or ""
     if api is None:
-        return [*out, Change(f"User/{ADMIN}", "create", note="once, its password from initAdminPassword")]
+        return [*generated_secret(None, p["module"], namespace, SECRET_NAME, KEYS),
+                Change(f"User/{ADMIN}", "create", note="once, its password from initAdminPassword")]
     try:
         DynamicClient(api).resources.get(api_version=USER_API, kind="User").get(name=ADMIN)
+        admin_exists = True
     except (NotFoundError, ResourceNotFoundError):
+        admin_exists = False
+
+    def fields(data: dict[str, str]) -> list[str]:
+        current = decoded(namespace, SECRET_NAME, data)
+        wanted = desired_data(current, p["jwt_secret"] or "", p["admin_password"], admin_exists, namespace)
+        return [f"data.{k}: {'changed' if k in current else f'added {GENERATED}'}"
+                for k in sorted(wanted) if current.get(k) != wanted[k]]
+
+    try:
+        out = generated_secret(api, p["module"], namespace, SECRET_NAME, KEYS, fields)
+    except Refused as exc:  # the run fails the same way; the message names the Secret and the rule, no value
+        return [Change(f"Secret/{namespace}/{SECRET_NAME}", "error", note=str(exc))]
+    if not admin_exists:
         out.append(Change(f"User/{ADMIN}", "create", note="its password from initAdminPassword"))
     return out

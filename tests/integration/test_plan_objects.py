@@ -88,6 +88,27 @@ def test_an_edit_of_one_deployment_field_shows_exactly_that_field(installer: Ins
                                      f'      {field}: "{old}" -> "7"']
 
 
+def test_a_jwt_secret_in_the_spec_previews_the_key_and_token_the_run_changes(installer: Installer,
+                                                                             tmp_path: Path) -> None:
+    """ks-core's credential task previews through the run's own decision: a JWT key set in the spec changes the
+    Secret's ``secret`` and so its ``token`` (by key name, never a value); the admin exists, so nothing else; nothing
+    is written."""
+    core = client.CoreV1Api(installer.api)
+    before = core.read_namespaced_secret("kubesphere-secret", NS)
+    chosen = "A-jwt-key-chosen-for-the-preview-0123456789"
+    path = tmp_path / "jwt.yaml"
+    path.write_text(yaml.safe_dump(cc_with(authentication={"jwtSecret": chosen})))
+    rc, out, err, _ = plan_objects(installer, "--desired", str(path), "-o", "json")
+    assert rc == 1, f"{out[-3000:]}\n{err[-3000:]}"
+    secret = [(o["action"], o["fields"]) for m in json.loads(out)["modules"] for o in m["objects"]
+              if o["object"] == f"Secret/{NS}/kubesphere-secret"]
+    assert secret == [("update", ["data.secret: changed", "data.token: changed"])]
+    assert not any(o["object"] == "User/admin" for m in json.loads(out)["modules"] for o in m["objects"])
+    assert chosen not in out + err
+    after = core.read_namespaced_secret("kubesphere-secret", NS)
+    assert after.metadata.resource_version == before.metadata.resource_version
+
+
 def test_disabling_a_module_lists_its_objects_deleted_and_its_volume_kept(platform_only: Installer) -> None:
     installer = platform_only
     installer.apply_cc(common__redis={"enabled": True})
