@@ -23,7 +23,6 @@ PARITY = Path(__file__).resolve().parents[1] / "parity"
 CONTENT: dict[str, dict[str, Any]] = {p.stem: json.loads(p.read_text())
                                       for p in sorted((PARITY / "content-default").glob("*.json"))}
 EXPECTATIONS: dict[str, Any] = yaml.safe_load((PARITY / "expectations.yaml").read_text())
-SECRET = "kubesphere-secret"
 
 
 def test_default_content_says_what_upstreams_said(installer: Installer) -> None:
@@ -31,25 +30,11 @@ def test_default_content_says_what_upstreams_said(installer: Installer) -> None:
     upstream's did for the default cc, except the documented differences (per object, per path); upstream objects
     the modules do not apply (``gaps:``) are not compared."""
     gaps = {r for entries in EXPECTATIONS["gaps"].values() for r in entries}
-    dyn = DynamicClient(installer.api)
-    live = cluster_facts(dyn)
-    documented = admin_made_first(dyn, EXPECTATIONS["content-default"])
+    live = cluster_facts(DynamicClient(installer.api))
     problems: list[str] = []
     for module, data in CONTENT.items():
         objects = {r: paths for r, paths in data["objects"].items() if r not in gaps}
-        result = compare(objects, live, documented)
+        result = compare(objects, live, EXPECTATIONS["content-default"])
         print(f"content-default {module}: {result.summary(len(objects))}")
         problems += result.problems
     assert not problems, "content differs from upstream's for the default cc:\n  " + "\n  ".join(problems)
-
-
-def admin_made_first(dyn: DynamicClient, documented: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-    """The documented differences as this platform should show them: ks-core writes ``initAdminPassword`` only when
-    it makes the admin User, so over an admin an earlier test left (made before the Secret) the key is rightly
-    absent, as upstream's, and is not a documented difference."""
-    secret = dyn.resources.get(api_version="v1", kind="Secret").get(name=SECRET, namespace="kubesphere-system")
-    admin = dyn.resources.get(api_version="iam.kubesphere.io/v1alpha2", kind="User").get(name="admin")
-    if admin.metadata.creationTimestamp >= secret.metadata.creationTimestamp:
-        return documented
-    ref = f"Secret/kubesphere-system/{SECRET}"
-    return {**documented, ref: {k: v for k, v in documented[ref].items() if k != "keys/initAdminPassword"}}
