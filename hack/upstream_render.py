@@ -54,7 +54,7 @@ from typing import Any
 
 import jinja2
 import yaml
-from upstream_fixture import CLUSTER_KINDS, Step, fixtures_dir, ident
+from upstream_fixture import CLUSTER_KINDS, TAGS, Step, fixtures_dir, ident
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/kubesphere+ks-installer/repo")
@@ -725,11 +725,6 @@ PROFILES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
                    "ks-config", "events", "auditing", "logging", "devops", "servicemesh", "multicluster",
                    "edgeruntime", "gatekeeper")),
 }
-
-
-#: Tag → the profiles rendered from it. v3.3.2 (what most clusters ran before upstream's v3.4.1 installer upgraded
-#: them): the default cc, the starting point of the switch from 3.3.x.
-TAGS: dict[str, tuple[str, ...]] = {"v3.4.1": ("default", "pluggable"), "v3.3.2": ("default",)}
 
 
 def render(git_dir: Path, profile: str, tag: str = "v3.4.1") -> dict[str, str]:
