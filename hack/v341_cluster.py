@@ -55,7 +55,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from simcluster import tool_path
 
-from installer import KS_VERSION, render
+from installer import KS_VERSION, render, yaml_c
 from installer.certs import Layout, dns_names, generate
 from installer.cluster import ClusterConfigurations, cluster_facts
 from installer.config import apply_defaults
@@ -341,7 +341,7 @@ class Builder:
     def apply(self, objects: list[Obj], name: str) -> None:
         if objects:
             path = self.work / f"{name}.yaml"
-            path.write_text(_dump_all(objects))
+            path.write_text(yaml_c.dump_all(objects))
             self.kubectl("apply", "-f", str(path))
 
     def helm_install(self, release: str, namespace: str, objects: list[Obj], module: str = "",
@@ -350,7 +350,7 @@ class Builder:
         (chart / "templates").mkdir(parents=True)
         (chart / "Chart.yaml").write_text(yaml.safe_dump({"apiVersion": "v2", "name": chart_name or release,
                                                            "version": chart_version, "appVersion": app_version}))
-        (chart / "objects.yaml").write_text(_dump_all(objects))
+        (chart / "objects.yaml").write_text(yaml_c.dump_all(objects))
         (chart / "templates" / "objects.yaml").write_text('{{ .Files.Get "objects.yaml" }}\n')
         self.helm("install", release, str(chart), "--namespace", namespace)
         self.made.releases[f"{namespace}/{release}"] = module
@@ -581,17 +581,17 @@ class Builder:
             namespace = ("-n", step.namespace) if step.namespace else ()
             if small:
                 path = self.work / f"{module}-{len(list(self.work.glob(f'{module}-*.yaml')))}.yaml"
-                path.write_text(_dump_all(small))
+                path.write_text(yaml_c.dump_all(small))
                 self.kubectl("apply", *namespace, "-f", str(path))
             if big:
                 path = self.work / f"{module}-server-side.yaml"
-                path.write_text(_dump_all(big))
+                path.write_text(yaml_c.dump_all(big))
                 self.kubectl("apply", "--server-side", "--force-conflicts", *namespace, "-f", str(path))
             self.established([o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"])
         elif step.how == "helm-crds":
             # Helm creates a chart's crds/ that do not exist yet (and leaves those that do).
             path = self.work / f"{module}-crds-{len(list(self.work.glob(f'{module}-crds-*.yaml')))}.yaml"
-            path.write_text(_dump_all(objects))
+            path.write_text(yaml_c.dump_all(objects))
             self.kubectl_rc("create", "--field-manager=helm", "-f", str(path))
             self.established([o["metadata"]["name"] for o in objects])
         elif step.how == "helm-create-namespace":
@@ -674,11 +674,6 @@ def dynamic(api: client.ApiClient) -> DynamicClient:
     if api not in _DYNAMIC:
         _DYNAMIC[api] = DynamicClient(api)
     return _DYNAMIC[api]
-
-
-def _dump_all(objects: list[Obj]) -> str:
-    """The objects as a YAML stream, written by LibYAML (the pure-Python dumper took seconds per fixture)."""
-    return yaml.dump_all(objects, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
 
 
 def _ca(secret: Obj) -> str:
