@@ -490,11 +490,12 @@ class Manifests:
     def _served(self, obj: Obj, result: ApplyResult) -> Any:
         """The API resource of ``obj``'s kind; for a dry run, None when it is not served (a change says whether the
         run's CRD serves it by then or it is an error)."""
+        if self.dry_run is None:
+            return self._await_served(obj["apiVersion"], obj["kind"])
         try:
             return self._resource(obj["apiVersion"], obj["kind"])
         except Exception:
-            if self.dry_run is None:
-                raise
+            pass
         kind = f"{obj['apiVersion']}/{obj['kind']}"
         assert self.dry_run is not None
         if kind in self.dry_run.kinds:
@@ -860,22 +861,47 @@ class Manifests:
         return bool(client.CoreV1Api(self.dyn.client).list_namespaced_persistent_volume_claim(namespace).items)
 
     def _wait_established(self, names: list[str], timeout: float = 60) -> None:
-        """Wait until every CRD in ``names`` is Established, then forget the discovery cache once (their kinds
-        are served from now on); empties ``names``."""
+        """Wait until every CRD in ``names`` is Established and discovery serves its kind (the API server
+        publishes it a moment after Established, later on a busy machine); empties ``names``."""
         if not names:
             return
         ext = client.ApiextensionsV1Api(self.dyn.client)
         deadline = time.monotonic() + timeout
+        kinds: set[tuple[str, str]] = set()
         for delay in backoff():
-            names[:] = [n for n in names if not any(
-                c.type == "Established" and c.status == "True"
-                for c in ext.read_custom_resource_definition(n).status.conditions or [])]
+            crds = [ext.read_custom_resource_definition(n) for n in names]
+            names[:] = [c.metadata.name for c in crds if not any(
+                cond.type == "Established" and cond.status == "True" for cond in c.status.conditions or [])]
+            kinds |= {(f"{c.spec.group}/{v.name}", c.spec.names.kind) for c in crds for v in c.spec.versions
+                      if v.served}
             if not names:
-                self.dyn.resources.invalidate_cache()
-                return
+                kinds = {k for k in kinds if not self._discovered(*k)}
+                if not kinds:
+                    return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"CustomResourceDefinition {', '.join(names)} not Established after {timeout}s")
+                waited = names or [f"{v}/{k}" for v, k in sorted(kinds)]
+                raise TimeoutError(f"CustomResourceDefinition {', '.join(waited)} not served after {timeout}s")
             time.sleep(delay)
+
+    def _await_served(self, api_version: str, kind: str, timeout: float = 30) -> Any:
+        """The API resource of a kind, waiting a while for discovery to serve it: a CRD that Helm or another
+        module created a moment ago is published after it is Established."""
+        deadline = time.monotonic() + timeout
+        for delay in backoff():
+            try:
+                return self._resource(api_version, kind)
+            except ResourceNotFoundError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)
+
+    def _discovered(self, api_version: str, kind: str) -> bool:
+        """Whether discovery serves the kind (a miss reads discovery again)."""
+        try:
+            self._resource(api_version, kind)
+        except ResourceNotFoundError:
+            return False
+        return True
 
     def _wait_gone(self, objects: list[Obj], timeout: int) -> None:
         if self.dry_run is not None:
