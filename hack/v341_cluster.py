@@ -55,7 +55,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from simcluster import tool_path
 
-from installer import KS_VERSION, render, yaml_c
+from installer import render, yaml_c
 from installer.certs import Layout, dns_names, generate
 from installer.cluster import ClusterConfigurations, cluster_facts
 from installer.config import apply_defaults
@@ -65,8 +65,8 @@ from installer.manifests import Obj, ident
 from installer.modules import get_module
 from installer.reconcile import Reconciler
 from installer.render_plugins import GENERATED_CA
+from installer.runner import run_variables
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
-from installer.version import INSTALLER_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 MONITORING = "kubesphere-monitoring-system"
@@ -448,8 +448,7 @@ class Builder:
             planned = Reconciler(self.api, settings).plan(cc)
             assert planned.plan is not None and planned.prepared is not None, planned.errors
             steps = [s for s in planned.plan.runnable if not only or s.module in only]
-            variables = {**planned.prepared.spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
-                         "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
+            variables = run_variables(planned.prepared.spec, cluster_facts(self.api))
             out = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
                                         settings.playbooks_dir, settings.roles_dir)
         for name, run in out.items():

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from installer import KS_VERSION, hooklog, timeline
+from installer import hooklog, timeline
 from installer.cluster import ClusterConfigurations
 from installer.config import Prepared, prepare, redact
 from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_error, format_errors, format_path
@@ -311,8 +311,7 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
     """``plan --objects``: render the planned modules' playbooks and say what each object would become."""
     from installer import object_plan, render
     from installer.cluster import cluster_facts
-    from installer.settings import NAMESPACE
-    from installer.version import INSTALLER_VERSION
+    from installer.runner import run_variables
 
     known = {m.name for m in MODULES}
     if args.module and args.module not in known:
@@ -330,8 +329,7 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     steps = [s for s in plan.runnable if not args.module or s.module == args.module]
     facts = render.OFFLINE_FACTS if api is None else cluster_facts(api)
-    variables = {**prepared.spec, **facts, "ks_version": KS_VERSION, "ks_installer_version": INSTALLER_VERSION,
-                 "ks_namespace": NAMESPACE}
+    variables = run_variables(prepared.spec, facts)
     try:
         rendered = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
                                          settings.playbooks_dir, settings.roles_dir,
@@ -355,6 +353,8 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
             print(f"error: {error}", file=sys.stderr)
     elif text := result.text():
         print(text)
+    else:
+        print(f"no changes: {'every object is as the planned modules apply it' if steps else 'no module would run'}")
     return result.exit_code
 
 

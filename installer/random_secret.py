@@ -46,30 +46,41 @@ def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: 
                          length: int = 15) -> SecretOutcome:
     """Make Secret ``namespace/name`` hold ``key``: generated only when missing, never replaced."""
     secrets_api = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
-    labels = {**MANAGED_BY, MODULE_LABEL: module}
-    outcome = SecretOutcome()
     try:
         live = secrets_api.get(name=name, namespace=namespace).to_dict()
     except NotFoundError:
         live = None
+    outcome, body = planned_secret(live, namespace, name, key, module, length)
+    if body is not None:
+        if live is not None:  # made by the original installer (or by hand): its fields become the installer's
+            take_over(secrets_api, live["metadata"], "v1")
+        secrets_api.server_side_apply(body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
+                                      force_conflicts=True)
+    return outcome
+
+
+def planned_secret(live: dict[str, Any] | None, namespace: str, name: str, key: str, module: str,
+                   length: int = 15) -> tuple[SecretOutcome, dict[str, Any] | None]:
+    """The one decision of :func:`ensure_random_secret` and its preview: given the Secret found (None: absent),
+    what changes and the Secret to apply (None: nothing to write). A found Secret :func:`check_found` refuses is
+    :class:`~installer.credentials.Refused`."""
+    labels = {**MANAGED_BY, MODULE_LABEL: module}
+    outcome = SecretOutcome()
+    if live is None:
         outcome.created.append(f"Secret/{namespace}/{name}")
-    data = dict((live or {}).get("data") or {})
-    if live is not None:
+    else:
         check_found(namespace, name, key, live)
+    data = dict((live or {}).get("data") or {})
     if key not in data:
         data[key] = base64.b64encode(random_letters(length).encode()).decode()
         if live is not None:
             outcome.added_keys.append(key)
     live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
     outcome.labelled = live is not None and not labels.items() <= live_labels.items()
-    if outcome.changed:
-        if live is not None:  # made by the original installer (or by hand): its fields become the installer's
-            take_over(secrets_api, live["metadata"], "v1")
-        body = {"apiVersion": "v1", "kind": "Secret", "type": (live or {}).get("type") or "Opaque",
-                "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data}
-        secrets_api.server_side_apply(body=body, name=name, namespace=namespace, field_manager=FIELD_MANAGER,
-                                      force_conflicts=True)
-    return outcome
+    if not outcome.changed:
+        return outcome, None
+    return outcome, {"apiVersion": "v1", "kind": "Secret", "type": (live or {}).get("type") or "Opaque",
+                     "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data}
 
 
 def check_found(namespace: str, name: str, key: str, live: dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ from installer.planning import (
 )
 from installer.records import Intent, Record
 from installer.run_report import RunReport
-from installer.runner import PlaybookRunner, RunOutcome, clean_run_dirs
+from installer.runner import PlaybookRunner, RunOutcome, clean_run_dirs, run_variables
 from installer.settings import NAMESPACE, PURGE_ANNOTATION
 from installer.state import StateStore, write_mirror
 from installer.state_codec import StateUnreadable
@@ -265,8 +265,7 @@ class Reconciler:
         runs = ModuleRuns(self.store, planned.records, plan, report, welcome)
         if plan.runnable:
             report.running()
-            variables = {**spec, **cluster_facts(self.api), "ks_version": KS_VERSION,
-                         "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
+            variables = run_variables(spec, cluster_facts(self.api))
             runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started)
             try:
                 execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)

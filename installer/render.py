@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from installer.manifests import Obj, Ref, load_definitions, parse_kind, ref_of
-from installer.runner import unsafe_yaml, write_extravars
+from installer.runner import ansible_environment, unsafe_yaml, write_extravars
 
 PLUGINS_DIR = Path(__file__).resolve().parent / "render_plugins"
 """The recording action plugins (never on a real run's plugin path)."""
@@ -128,12 +128,8 @@ def run_hosts(hosts: dict[str, Host], work: Path, roles_dir: Path, *, extravars:
                str(work / "playbook.yaml"), "--check"]
     if extravars:
         command += ["-e", f"@{write_extravars(work, extravars)}"]
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(roles_dir), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_HOME": str(work / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
-           "ANSIBLE_REMOTE_TEMP": str(work / "remote-tmp"), "ANSIBLE_FORKS": str(min(len(hosts), 8) or 1),
-           "ANSIBLE_RETRY_FILES_ENABLED": "0", "ANSIBLE_DEPRECATION_WARNINGS": "0",
-           "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.01", "ANSIBLE_ACTION_PLUGINS": str(PLUGINS_DIR),
-           "KS_CAPTURE_DIR": str(work)}
+    env = {**os.environ, **ansible_environment(roles_dir, work), "ANSIBLE_FORKS": str(min(len(hosts), 8) or 1),
+           "ANSIBLE_ACTION_PLUGINS": str(PLUGINS_DIR), "KS_CAPTURE_DIR": str(work)}
     # The playbooks' own callback plugins (ks_preload: the tasks' code imported once, before Ansible forks a worker
     # per task), which the wrapper playbook, written elsewhere, would not find beside it.
     callbacks = sorted({str(d) for h in hosts.values() if (d := h.playbook.parent / "callback_plugins").is_dir()})

@@ -21,6 +21,7 @@ from typing import Any
 import ansible_runner
 import yaml
 
+from installer import KS_VERSION
 from installer.ansible_tasks import WARNINGS_KEY
 from installer.engine_settings import Settings
 from installer.escape import escaped
@@ -28,6 +29,8 @@ from installer.forkserver import SERVER
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_notes
 from installer.modules import get_module
 from installer.plan import Action, Step
+from installer.settings import NAMESPACE
+from installer.version import INSTALLER_VERSION
 
 log = logging.getLogger("installer")
 ERROR_TAIL = 2000
@@ -207,6 +210,30 @@ def clean_run_dirs(run_dir: Path) -> None:
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
+def run_variables(spec: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """The variables every module's playbook receives: the spec (with its defaults), the cluster's facts and the
+    engine's own (``ks_module``, ``ks_action`` and ``ks_hash`` are each run's)."""
+    return {**spec, **facts, "ks_version": KS_VERSION, "ks_installer_version": INSTALLER_VERSION,
+            "ks_namespace": NAMESPACE}
+
+
+def ansible_environment(roles_dir: Path, work: Path) -> dict[str, str]:
+    """The Ansible settings of every playbook run (a module's run and a render), with its files in ``work``."""
+    return {
+        "ANSIBLE_ROLES_PATH": str(roles_dir),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_HOME": str(work / ".ansible"),
+        "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
+        # Module payloads (their arguments hold spec values) stay in the run's dir, not ~/.ansible/tmp.
+        "ANSIBLE_REMOTE_TEMP": str(work / "remote-tmp"),
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_DEPRECATION_WARNINGS": "0",
+        # How often Ansible's main process looks for a task's result: 1 ms by default, for terminal
+        # responsiveness; 10 ms costs no wall time here and less CPU (default platform + redis test: -4 %).
+        "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.01",
+    }
+
+
 class PlaybookRunner:
     """Runs install/uninstall playbooks with a fresh private_data_dir per run."""
 
@@ -271,17 +298,4 @@ class PlaybookRunner:
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        return {
-            "PATH": path,
-            "ANSIBLE_ROLES_PATH": str(self.settings.roles_dir),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_HOME": str(pdd / ".ansible"),
-            "ANSIBLE_LOCAL_TEMP": str(pdd / "tmp"),
-            # Module payloads (their arguments hold spec values) stay in the run's dir, not ~/.ansible/tmp.
-            "ANSIBLE_REMOTE_TEMP": str(pdd / "remote-tmp"),
-            "ANSIBLE_RETRY_FILES_ENABLED": "0",
-            "ANSIBLE_DEPRECATION_WARNINGS": "0",
-            # How often Ansible's main process looks for a task's result: 1 ms by default, for terminal
-            # responsiveness; 10 ms costs no wall time here and less CPU (default platform + redis test: -4 %).
-            "ANSIBLE_INTERNAL_POLL_INTERVAL": "0.01",
-        }
+        return {"PATH": path, **ansible_environment(self.settings.roles_dir, pdd)}

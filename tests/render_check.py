@@ -14,15 +14,14 @@ from installer_state import cc_with
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from installer import KS_VERSION
 from installer.cluster import cluster_facts
 from installer.config import prepare
 from installer.modules import switch_paths
 from installer.object_plan import GENERATED, offline_plan
 from installer.render import WORLD, render_modules
 from installer.render_plugins import GENERATED_CA
-from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL, NAMESPACE
-from installer.version import INSTALLER_VERSION
+from installer.runner import run_variables
+from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 REPO = Path(__file__).resolve().parents[1]
 Ref = tuple[str, str, str, str]
@@ -83,8 +82,7 @@ def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Pat
         problems[module] += [f"recorded, not rendered: {'/'.join(r[1:])}"
                              for r in sorted(inventory - {ref_of(m) for m in owned} - generated)]
     prepared = prepare(spec, None, switch_paths())
-    variables = {**prepared.spec, **cluster_facts(api), "ks_version": KS_VERSION,
-                 "ks_installer_version": INSTALLER_VERSION, "ks_namespace": NAMESPACE}
+    variables = run_variables(prepared.spec, cluster_facts(api))
     if not digests:
         return {m: p for m, p in problems.items() if p}
     with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "playbooks",

@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from installer.runner import ansible_environment
+
 REPO = Path(__file__).resolve().parents[1]
 ROLES = REPO / "roles"
 ACTION_PLUGINS = Path(__file__).resolve().parent / "ansible_capture" / "action_plugins"
@@ -38,9 +40,7 @@ def run_play(play: dict[str, Any], out: Path) -> None:
     play = {**play, **{k: in_process(play[k]) for k in ("pre_tasks", "tasks", "post_tasks") if k in play}}
     playbook = out / "render.yaml"
     playbook.write_text(yaml.safe_dump([play]))
-    env = {**os.environ, "ANSIBLE_ROLES_PATH": str(ROLES), "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp"),
-           "ANSIBLE_ACTION_PLUGINS": str(ACTION_PLUGINS)}
+    env = {**os.environ, **ansible_environment(ROLES, out), "ANSIBLE_ACTION_PLUGINS": str(ACTION_PLUGINS)}
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
                            "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
                           env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -57,10 +57,10 @@ def preview_params(spec: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]
 
 
 def generated_secret(api: Any, module: str, namespace: str, name: str, keys: list[str],
-                     fields: Callable[[dict[str, str]], list[str]] | None = None,
+                     fields: Callable[[dict[str, Any]], list[str]] | None = None,
                      found: Callable[[str, str], list[Any]] | None = None) -> list[Any]:
     """The change a generator task makes to the Secret holding its generated ``keys`` (``installer.manifests.Change``):
-    created (offline: always, with its manifest), or, when it exists, ``fields(data)`` (default: the keys it lacks)
+    created (offline: always, with its manifest), or, when it exists, ``fields(live)`` (default: the keys it lacks)
     and the module's label when missing (taken over when the original installer made it); ``found(action, note)``
     replaces both for a task that decides by other means."""
     from kubernetes import client
@@ -90,7 +90,8 @@ def generated_secret(api: Any, module: str, namespace: str, name: str, keys: lis
     if found is not None:
         return found(action, note)
     data = live.data or {}
-    changed = fields(data) if fields is not None else [f"data.{k}: added {GENERATED}" for k in keys if k not in data]
+    changed = (fields(api.sanitize_for_serialization(live)) if fields is not None
+               else [f"data.{k}: added {GENERATED}" for k in keys if k not in data])
     if labels.get(MODULE_LABEL) != module:
         changed.append(f"metadata.labels.{MODULE_LABEL}: + {module}")
     return [Change(ref, action, changed, note=note)] if changed else []

@@ -58,8 +58,8 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
     except (NotFoundError, ResourceNotFoundError):
         admin_exists = False
 
-    def fields(data: dict[str, str]) -> list[str]:
-        current = decoded(namespace, SECRET_NAME, data)
+    def fields(live: dict[str, Any]) -> list[str]:
+        current = decoded(namespace, SECRET_NAME, live.get("data") or {})
         wanted = desired_data(current, p["jwt_secret"] or "", p["admin_password"], admin_exists, namespace)
         return [f"data.{k}: {'changed' if k in current else f'added {GENERATED}'}"
                 for k in sorted(wanted) if current.get(k) != wanted[k]]

@@ -9,7 +9,7 @@ from installer.ansible_tasks import TaskFailed, generated_secret, preview_params
 from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import record_generated
-from installer.random_secret import ensure_random_secret
+from installer.random_secret import ensure_random_secret, planned_secret
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "module": {"type": "str", "required": True},
@@ -34,6 +34,19 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
     """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
-    Secret created, or the key added and the module's label set; a value is never shown."""
+    Secret created, or the key the run's own decision (``random_secret.planned_secret``) adds and the module's label
+    set; a found Secret the run refuses is an error. A value is never shown."""
+    from installer.manifests import Change
+    from installer.render_plugins import GENERATED
+
     p = preview_params(ARGUMENT_SPEC, args)
-    return generated_secret(api, p["module"], p["namespace"] or "", p["name"], [str(p["key"])])
+    namespace, name, key = p["namespace"] or "", p["name"], str(p["key"])
+
+    def fields(live: dict[str, Any]) -> list[str]:
+        outcome, _ = planned_secret(live, namespace, name, key, p["module"], p["length"])
+        return [f"data.{k}: added {GENERATED}" for k in outcome.added_keys]
+
+    try:
+        return generated_secret(api, p["module"], namespace, name, [key], fields)
+    except Refused as exc:  # the run fails the same way; the message names the Secret and the rule, no value
+        return [Change(f"Secret/{namespace}/{name}", "error", note=str(exc))]

@@ -263,9 +263,14 @@ def blank_redis_password(installer: Installer) -> Iterator[None]:
 @pytest.mark.usefixtures("blank_redis_password")
 def test_an_empty_redis_password_is_refused(installer: Installer) -> None:
     installer.apply_cc(common__redis__enabled=True)
+    message = (f"Secret {NAMESPACE}/redis-secret: key 'auth' is empty; put the password in it, or delete the key "
+               "to have one generated")
+    # Previewed by the run's own decision: the plan names the refusal (kubectl diff's exit code for an error).
+    shown = installer.cli("plan", "--objects", "--module", "redis")
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr, shown.stderr[-2000:]
+    assert f"! Secret {NAMESPACE}/redis-secret ({message}" in shown.stdout, shown.stdout
     proc = installer.reconcile()
-    failed(installer, proc, "redis", f"Secret {NAMESPACE}/redis-secret: key 'auth' is empty; put the password in "
-                                     "it, or delete the key to have one generated")
+    failed(installer, proc, "redis", message)
     secret = client.CoreV1Api(installer.api).read_namespaced_secret("redis-secret", NAMESPACE)
     assert secret.data in (None, {}, {"auth": ""})  # left as it was
     assert not client.AppsV1Api(installer.api).list_namespaced_deployment(NAMESPACE,

@@ -54,10 +54,10 @@ def test_rerendering_every_platform_module_changes_nothing(installer: Installer)
     plan = json.loads(out)
     assert sorted(m["module"] for m in plan["modules"]) == sorted(PLATFORM)
     assert all(o["action"] == "unchanged" for m in plan["modules"] for o in m["objects"])
-    # A no-op edit (the spec written again with a comment-only difference: the same values) prints nothing.
+    # A no-op edit (the spec written again with a comment-only difference: the same values) changes nothing.
     installer.apply_cc()
     rc, out, err, _ = plan_objects(installer)
-    assert (rc, out) == (0, ""), err[-3000:]
+    assert (rc, out) == (0, "no changes: no module would run\n"), err[-3000:]
 
 
 def test_an_edit_of_one_deployment_field_shows_exactly_that_field(installer: Installer, tmp_path: Path) -> None:
