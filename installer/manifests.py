@@ -146,6 +146,10 @@ def _established(crd: Obj) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
+#: How long a run waits for an object it applies that is being deleted to be gone.
+TERMINATING_TIMEOUT = 180
+
+
 def backoff(first: float = 0.1, limit: float = 2.0) -> Iterator[float]:
     """The pauses between polls: short at first (most waits end within a second), doubling up to ``limit``."""
     delay = first
@@ -419,6 +423,8 @@ class Manifests:
             live_meta: Obj | None
             if obj["kind"] == "Namespace":
                 live = self._get(res, obj)
+                if live is not None and self._terminating(res, obj, live.to_dict()["metadata"], result):
+                    live = None
                 if live is None and self.dry_run is not None:
                     self.dry_run.namespaces.add(meta["name"])  # created by the run: its objects cannot be dry-run
                 elif live is None:
@@ -432,6 +438,11 @@ class Manifests:
                 if key not in versions:
                     versions[key] = self._versions(res)
                 live_meta = versions[key].get((meta.get("namespace") or "", meta["name"]))
+                if live_meta is not None and self._terminating(res, obj, live_meta, result):
+                    if self.dry_run is not None:
+                        result.applied.append(ident(obj))  # foreseen as created again: not pruned
+                        continue
+                    live_meta = None
                 owner, adopt = None, True
             if not adopt and owner:
                 # Another module's namespace: applying it under the shared field manager would take that
@@ -486,6 +497,27 @@ class Manifests:
             for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
                 self._remove(obj, result, purge=False)
         return result
+
+    def _terminating(self, res: Any, obj: Obj, live_meta: Obj, result: ApplyResult) -> bool:
+        """Whether ``obj`` is being deleted (an earlier uninstall, or someone, deleted it and a finalizer holds it, as
+        a PVC's while a pod still mounts it). An apply would only update the object that is going away; a run waits
+        until it is gone, to create it anew, and fails naming its finalizers when it stays; a dry run foresees it.
+        For a Namespace of a dry run, the caller goes on as if it were absent."""
+        if not live_meta.get("deletionTimestamp"):
+            return False
+        finalizers = ", ".join(live_meta.get("finalizers") or []) or "none"
+        if self.dry_run is not None:
+            if obj["kind"] != "Namespace":
+                self._preview(result, Change(ident(obj), "recreate", note="being deleted: created again once gone",
+                                             body=as_applied(obj, self.module)))
+            return True
+        timeout = TERMINATING_TIMEOUT
+        try:
+            self._wait_gone([obj], timeout)
+        except TimeoutError as exc:
+            raise Rejected(f"{ident(obj)} is being deleted and is still there after {timeout}s (finalizers: "
+                           f"{finalizers}); it is applied again once it is gone") from exc
+        return True
 
     def _served(self, obj: Obj, result: ApplyResult) -> Any:
         """The API resource of ``obj``'s kind; for a dry run, None when it is not served (a change says whether the

@@ -6,6 +6,8 @@ what the apply then does."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
 from typing import Any
 
@@ -14,7 +16,8 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from installer.manifests import DryRun, Manifests
+from installer import manifests as manifests_module
+from installer.manifests import DryRun, Manifests, Rejected
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster
@@ -61,6 +64,47 @@ def test_apply_reports_only_what_the_api_server_changed(kube_api: client.ApiClie
         manifests.delete(objects, purge=True, timeout=60)
         delete_quietly(lambda: client.ApiextensionsV1Api(kube_api).delete_custom_resource_definition(
             f"widgets.{group}"))
+
+
+def test_an_object_being_deleted_is_made_anew_once_gone(kube_api: client.ApiClient,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An object the module applies that is being deleted (a finalizer holds it, as a PVC's while a pod mounts it)
+    is not updated on its way out: the run waits until it is gone and creates it anew, or fails naming it and its
+    finalizers; a dry run foresees it."""
+    tag = uuid.uuid4().hex[:6]
+    ns, module, hold = f"t-term-{tag}", f"mod-{tag}", "example.com/hold"
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}, _config(ns, "a", "1")]
+    core = client.CoreV1Api(kube_api)
+    manifests = Manifests(kube_api, module)
+
+    def release() -> None:
+        core.patch_namespaced_config_map("a", ns, {"metadata": {"finalizers": None}})
+
+    try:
+        manifests.apply(objects)
+        first = core.read_namespaced_config_map("a", ns).metadata.uid
+        core.patch_namespaced_config_map("a", ns, {"metadata": {"finalizers": [hold]}})
+        core.delete_namespaced_config_map("a", ns)
+
+        changes = {c.ref: (c.action, c.note) for c in Manifests(kube_api, module, DryRun()).apply(objects).changes}
+        assert changes[f"ConfigMap/{ns}/a"] == ("recreate", "being deleted: created again once gone"), changes
+
+        monkeypatch.setattr(manifests_module, "TERMINATING_TIMEOUT", 2)
+        with pytest.raises(Rejected, match=rf"ConfigMap/{ns}/a is being deleted and is still there after 2s "
+                                           rf"\(finalizers: {hold}\)"):
+            manifests.apply(objects)
+        assert core.read_namespaced_config_map("a", ns).metadata.deletion_timestamp is not None
+
+        monkeypatch.setattr(manifests_module, "TERMINATING_TIMEOUT", 60)
+        threading.Timer(1.0, release).start()
+        result = manifests.apply(objects)
+        live = core.read_namespaced_config_map("a", ns)
+        assert live.metadata.uid != first and live.metadata.deletion_timestamp is None
+        assert f"ConfigMap/{ns}/a" in result.changed and live.data == {"k": "1"}
+    finally:
+        with contextlib.suppress(client.ApiException):
+            release()
+        manifests.delete(objects, purge=True, timeout=60)
 
 
 def test_a_dry_run_writes_nothing_and_names_what_the_apply_then_does(kube_api: client.ApiClient) -> None:
