@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_objects import eventually
 from engine_zygote import ENGINE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -69,8 +70,14 @@ def etcd_secret(installer: Installer) -> Iterator[None]:
     yield
     core = client.CoreV1Api(installer.api)
     core.delete_namespaced_secret("kube-etcd-client-certs", "kubesphere-monitoring-system")
+    # MinIO's keys and volume, which its uninstall keeps; its pod first: while one mounts the volume, the claim
+    # stays Terminating and a later MinIO install would wait for it in vain.
+    with contextlib.suppress(ApiException):
+        client.AppsV1Api(installer.api).delete_namespaced_deployment("minio", NAMESPACE)
+    eventually(lambda: not core.list_namespaced_pod(NAMESPACE, label_selector="app=minio").items,
+               what="MinIO's pods gone")
     for delete in (core.delete_namespaced_secret, core.delete_namespaced_persistent_volume_claim):
-        with contextlib.suppress(ApiException):  # MinIO's keys and volume, kept by its uninstall
+        with contextlib.suppress(ApiException):
             delete("minio", NAMESPACE)
 
 
