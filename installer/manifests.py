@@ -423,7 +423,7 @@ class Manifests:
             live_meta: Obj | None
             if obj["kind"] == "Namespace":
                 live = self._get(res, obj)
-                if live is not None and self._terminating(res, obj, live.to_dict()["metadata"], result):
+                if live is not None and self._terminating(obj, live.to_dict()["metadata"], result):
                     live = None
                 if live is None and self.dry_run is not None:
                     self.dry_run.namespaces.add(meta["name"])  # created by the run: its objects cannot be dry-run
@@ -438,7 +438,7 @@ class Manifests:
                 if key not in versions:
                     versions[key] = self._versions(res)
                 live_meta = versions[key].get((meta.get("namespace") or "", meta["name"]))
-                if live_meta is not None and self._terminating(res, obj, live_meta, result):
+                if live_meta is not None and self._terminating(obj, live_meta, result):
                     if self.dry_run is not None:
                         result.applied.append(ident(obj))  # foreseen as created again: not pruned
                         continue
@@ -498,7 +498,7 @@ class Manifests:
                 self._remove(obj, result, purge=False)
         return result
 
-    def _terminating(self, res: Any, obj: Obj, live_meta: Obj, result: ApplyResult) -> bool:
+    def _terminating(self, obj: Obj, live_meta: Obj, result: ApplyResult) -> bool:
         """Whether ``obj`` is being deleted (an earlier uninstall, or someone, deleted it and a finalizer holds it, as
         a PVC's while a pod still mounts it). An apply would only update the object that is going away; a run waits
         until it is gone, to create it anew, and fails naming its finalizers when it stays; a dry run foresees it.
