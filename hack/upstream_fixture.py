@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: The tags rendered (hack/upstream_render.py) → their profiles: v3.4.1's default cc and every pluggable module; v3.3.2
 #: (what most clusters ran before upstream's v3.4.1 installer upgraded them): the default cc, where the switch from
 #: 3.3.x starts.
-TAGS: dict[str, tuple[str, ...]] = {"v3.4.1": ("default", "pluggable"), "v3.3.2": ("default",)}
+TAGS: dict[str, tuple[str, ...]] = {"v3.4.1": ("default", "pluggable"), "v3.3.2": ("default", "pluggable")}
 
 
 def fixtures_dir(tag: str = "v3.4.1") -> Path:

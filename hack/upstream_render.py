@@ -490,14 +490,22 @@ def monitoring(up: Upstream) -> list[Step]:
     return steps
 
 
+#: Versions a Kubernetes of today no longer serves → the one it reads the stored objects as (the same fields).
+SERVED = {("policy/v1beta1", "PodDisruptionBudget"): "policy/v1", ("batch/v1beta1", "CronJob"): "batch/v1"}
+
+
 def served(step: Step) -> Step:
     """``step`` with its ``policy/v1beta1`` PodDisruptionBudgets (v3.3.2's Prometheus and Alertmanager files) as
-    ``policy/v1``: the fixture's Kubernetes (1.25+) serves only that, and a cluster upgraded since reads the stored
+    ``policy/v1`` and its ``batch/v1beta1`` CronJobs (v3.3.2's Elasticsearch curator and ks-devops 0.1.19 charts) as
+    ``batch/v1``: the fixture's Kubernetes (1.25+) serves only those, and a cluster upgraded since reads the stored
     objects so (the same fields)."""
-    old = [o for o in step.objects if o["apiVersion"] == "policy/v1beta1" and o["kind"] == "PodDisruptionBudget"]
+    old = [o for o in step.objects if (o["apiVersion"], o["kind"]) in SERVED]
     if old:
-        step.objects = [{**o, "apiVersion": "policy/v1"} if o in old else o for o in step.objects]
-        step.source += " (PodDisruptionBudget as policy/v1: Kubernetes 1.25+ serves no policy/v1beta1)"
+        step.objects = [{**o, "apiVersion": SERVED[o["apiVersion"], o["kind"]]} if o in old else o
+                        for o in step.objects]
+        kinds = sorted({f"{o['kind']} as {SERVED[o['apiVersion'], o['kind']]}" for o in old})
+        step.source += f" ({', '.join(kinds)}: Kubernetes 1.25+ serves no {old[0]['apiVersion'].split('/')[0]}" \
+            "/v1beta1)" if len(kinds) == 1 else f" ({', '.join(kinds)}: Kubernetes 1.25+ serves neither v1beta1)"
     return step
 
 
@@ -523,6 +531,8 @@ def basic_auth_secret(name: str, namespace: str, username: str, password: str, k
 def opensearch(up: Upstream) -> list[Step]:
     """roles/common/tasks/opensearch-install.yaml: the credentials Secret, the master and data releases, the curator
     and the dashboard."""
+    if store(up) == "elasticsearch":
+        return elasticsearch(up)
     v = up.variables("common", facts=CLUSTER_FACTS)
     auth = v["common"]["opensearch"]["basicAuth"]
     secret = basic_auth_secret("opensearch-credentials", LOGGING, auth["username"], auth["password"],
@@ -539,6 +549,18 @@ def opensearch(up: Upstream) -> list[Step]:
         steps.append(up.helm("opensearch-dashboard", f"{files}/opensearch-dashboards-2.6.0.tgz", LOGGING,
                              [values["dashboard"]]))
     return steps
+
+
+def elasticsearch(up: Upstream) -> list[Step]:
+    """v3.3.2's roles/common/tasks/es-install.yaml: release elasticsearch-logging (Elasticsearch 6.8 master and data
+    StatefulSets) and its curator (no credentials Secret: the cc's basicAuth is off)."""
+    v = up.variables("common", facts=CLUSTER_FACTS)
+    assert not (v["common"]["es"].get("basicAuth") or {}).get("enabled"), "es basicAuth: its Secret is not rendered"
+    tpl, files = "roles/common/templates", "roles/common/files/elasticsearch"
+    return [up.helm("elasticsearch-logging", chart(up, files, "elasticsearch"), LOGGING,
+                    [up.template(f"{tpl}/custom-values-elasticsearch.yaml.j2", v)]),
+            served(up.helm("elasticsearch-logging-curator", chart(up, files, "elasticsearch-curator"), LOGGING,
+                           [up.template(f"{tpl}/custom-values-elasticsearch-curator.yaml.j2", v)]))]
 
 
 def fluentbit(up: Upstream) -> list[Step]:
@@ -559,9 +581,21 @@ def minio(up: Upstream) -> list[Step]:
                     ("fullnameOverride=minio",))]
 
 
+def store(up: Upstream) -> str:
+    """The log store the tag's Outputs write to: v3.4.1's OpenSearch, v3.3.2's Elasticsearch (its only one)."""
+    return "opensearch" if (up.root / "roles/common/files/opensearch").is_dir() else "elasticsearch"
+
+
+def chart(up: Upstream, directory: str, name: str) -> str:
+    """The tag's vendored chart ``name-<version>.tgz`` in ``directory`` (the versions differ between tags)."""
+    found = sorted((up.root / directory).glob(f"{name}-[0-9]*.tgz"))
+    assert len(found) == 1, f"{directory}: {name} charts {found}"
+    return f"{directory}/{found[0].name}"
+
+
 def fluentbit_resources(up: Upstream, role: str, module: str, v: dict[str, Any]) -> Step:
     """The Fluent Bit inputs, filters and outputs a module's tasks rendered into fluentbit-operator/ and applied."""
-    names = [f"custom-output-opensearch-{module}.yaml", f"custom-input-{module}.yaml",
+    names = [f"custom-output-{store(up)}-{module}.yaml", f"custom-input-{module}.yaml",
              f"custom-filter-{module}.yaml"]
     return apply_step(up, rendered_files(up, role, names, v))
 
@@ -589,7 +623,7 @@ def logging(up: Upstream) -> list[Step]:
     release logsidecar-injector."""
     v = up.variables("ks-logging", facts=CLUSTER_FACTS)
     role = "roles/ks-logging"
-    own = rendered_files(up, "ks-logging", ["custom-output-opensearch-logging.yaml", "custom-input-logging.yaml",
+    own = rendered_files(up, "ks-logging", [f"custom-output-{store(up)}-logging.yaml", "custom-input-logging.yaml",
                                              "custom-input-systemd.yaml"], v)
     steps = [apply_step(up, sorted(up.files(f"{role}/files/fluentbit-operator") + own)),
              apply_step(up, up.files(f"{role}/files/fluentbit-operator-cri"))]
@@ -605,17 +639,20 @@ def devops(up: Upstream) -> list[Step]:
     namespaces labelled."""
     v = up.variables("ks-devops", facts=CLUSTER_FACTS)
     tpl, charts = "roles/ks-devops/templates", "roles/ks-devops/files/ks-devops/charts"
-    argocd = [up.chart_crds(f"{charts}/argo-cd-4.4.0.tgz"), up.helm("devops", f"{charts}/argo-cd-4.4.0.tgz", "argocd",
-                                                                    [up.template(f"{tpl}/argo-cd-values.yaml.j2", v)])]
+    argo = chart(up, charts, "argo-cd")
+    argocd = [up.chart_crds(argo), up.helm("devops", argo, "argocd", [up.template(f"{tpl}/argo-cd-values.yaml.j2", v)])]
     values = up.template(f"{tpl}/ks-devops-values.yaml.j2", v)
-    crds = up.chart_crds(f"{charts}/ks-devops-0.2.2.tgz")
-    chart = up.helm("devops", f"{charts}/ks-devops-0.2.2.tgz", "kubesphere-devops-system", [values])
-    s2i = [o for o in chart.objects if o["kind"] == "S2iBuilderTemplate"]
+    ks_devops = chart(up, charts, "ks-devops")
+    crds = up.chart_crds(ks_devops)
+    release = served(up.helm("devops", ks_devops, "kubesphere-devops-system", [values]))
+    s2i = [o for o in release.objects if o["kind"] == "S2iBuilderTemplate"]
+    task = (up.root / "roles/ks-devops/tasks/main.yaml").read_text()
+    labelled_ns = ("kubesphere-devops-worker", "argocd") if re.search(r"\n\s+- argocd\n", task) else (
+        "kubesphere-devops-worker",)  # v3.3.2 labelled only the worker namespace
     label = Step("kubectl-label-namespace", [{"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": n, "labels": {"kubesphere.io/workspace": "system-workspace"}}} for n in ("kubesphere-devops-worker",
-                                                                                        "argocd")],
+        "name": n, "labels": {"kubesphere.io/workspace": "system-workspace"}}} for n in labelled_ns],
                  source="roles/ks-devops/tasks/main.yaml")
-    return [created_namespace("argocd"), *argocd, Step("kubectl-apply", crds.objects, source=crds.source), chart,
+    return [created_namespace("argocd"), *argocd, Step("kubectl-apply", crds.objects, source=crds.source), release,
             Step("kubectl-apply", s2i, "kubesphere-devops-system", source="helm template charts/s2i -s ..."), label]
 
 
@@ -660,8 +697,10 @@ def multicluster(up: Upstream) -> list[Step]:
     helm_crds.objects = [o for o in helm_crds.objects if ident(o) not in applied]
     steps = [apply_step(up, tower, "kubesphere-system"), apply_step(up, crds), helm_crds,
              up.helm("kubefed", chart, "kube-federation-system", [values]), labelled("kube-federation-system"),
-             apply_step(up, up.files(f"{role}/files/kubefed/federatedcrds"), "kube-federation-system"),
-             apply_step(up, up.files(f"{role}/files/notification"))]
+             apply_step(up, up.files(f"{role}/files/kubefed/federatedcrds"), "kube-federation-system")]
+    if not (up.root / role / "files/notification").is_dir():  # v3.3.2: no federated notification namespace
+        return [s for s in steps if s.objects or s.patches]
+    steps.append(apply_step(up, up.files(f"{role}/files/notification")))
     script = (up.root / role / "files/notification/update_federated_crds.sh").read_text()
     patched = re.findall(r"kubectl patch crd (\S+) --type=merge", script)
     assert patched and "ks-controller-manager-webhook-cert" in script, "update_federated_crds.sh changed"
@@ -678,8 +717,18 @@ def servicemesh(up: Upstream) -> list[Step]:
     tag's tarballs, absent from the fetched checkout) is not rendered."""
     v = up.variables("ks-istio", facts=CLUSTER_FACTS)
     tpl, files = "roles/ks-istio/templates", "roles/ks-istio/files"
-    jaeger = f"{files}/jaeger/jaeger-operator-2.29.0.tgz"
-    kiali = f"{files}/kiali/kiali-operator-1.50.1.tgz"
+    jaeger = chart(up, f"{files}/jaeger", "jaeger-operator")
+    kiali = chart(up, f"{files}/kiali", "kiali-operator")
+    if store(up) == "elasticsearch":  # v3.3.2: jaeger-secret only with the Elasticsearch's basicAuth on (off here)
+        assert not (v["common"]["es"].get("basicAuth") or {}).get("enabled"), "es basicAuth: jaeger-secret"
+        return [up.chart_crds(jaeger),
+                up.helm("jaeger-operator", jaeger, "istio-system",
+                        [up.template(f"{tpl}/custom-values-jaeger.yaml.j2", v)]),
+                apply_step(up, rendered_files(up, "ks-istio", ["jaeger-cr.yaml"], v), "istio-system"),
+                up.chart_crds(kiali),
+                up.helm("kiali-operator", kiali, "istio-system",
+                        [up.template(f"{tpl}/custom-values-kiali.yaml.j2", v)]),
+                apply_step(up, rendered_files(up, "ks-istio", ["kiali-cr.yaml"], v), "istio-system")]
     auth = v["common"]["opensearch"]["basicAuth"]
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "jaeger-secret", "namespace": "istio-system",
                                                                  "creationTimestamp": None},
@@ -725,11 +774,17 @@ PROFILES: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
                    "ks-config", "events", "auditing", "logging", "devops", "servicemesh", "multicluster",
                    "edgeruntime", "gatekeeper")),
 }
+#: A tag's own profile where its cc differs: v3.3.2's has no ``common.opensearch`` (its log store is the
+#: Elasticsearch of ``common.es``, which it always installed), so its pluggable profile has no dashboard to enable.
+TAG_PROFILES: dict[tuple[str, str], tuple[dict[str, Any], tuple[str, ...]]] = {
+    ("v3.3.2", "pluggable"): ({k: v for k, v in PROFILES["pluggable"][0].items() if not k.startswith(
+        "common__opensearch")}, PROFILES["pluggable"][1]),
+}
 
 
 def render(git_dir: Path, profile: str, tag: str = "v3.4.1") -> dict[str, str]:
     """File name → text of a profile's derived files, rendered from ``tag``."""
-    changes, modules = PROFILES[profile]
+    changes, modules = TAG_PROFILES.get((tag, profile), PROFILES[profile])
     out = fixtures_dir(tag)
     with tempfile.TemporaryDirectory(prefix=f"ks-{tag}-") as tmp:
         up = Upstream(git_dir, Path(tmp), changes, tag)
