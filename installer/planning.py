@@ -80,7 +80,7 @@ def plan_cc(cc: dict[str, Any], records: dict[str, Record], previous: Spec | Non
             role_check: RoleCheck | None = None, repair: Repair | None = None) -> Planned:
     """Plan ``cc`` against the recorded state (``records``, the ``previous`` accepted spec)."""
     applied = applied_spec(records, previous)
-    prepared = prepare(cc.get("spec"), previous, switch_paths(), applied)
+    prepared = prepare(cc.get("spec"), previous, switch_paths(), applied, cc.get("status"))
     if prepared.errors:
         return Planned(prepared, records=records, errors=prepared.errors, reason="InvalidSpec")
     if role_check is not None and (errors := role_check(applied, prepared.spec)):

@@ -8,7 +8,7 @@ from typing import Any
 
 from installer.config.advice import warnings
 from installer.config.defaults import apply_defaults, default_spec
-from installer.config.migrate import Move, migrate, migrate_notes
+from installer.config.migrate import Move, log_store_from_status, migrate, migrate_notes
 from installer.config.nulls import unset_nulls
 from installer.config.secrets import redact
 from installer.config.validate import (
@@ -41,20 +41,23 @@ class Prepared:
 
 
 def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep: tuple[str, ...] = (),
-            applied: dict[str, Any] | None = None) -> Prepared:
+            applied: dict[str, Any] | None = None, status: object = None) -> Prepared:
     """Migrate, validate (the user's keys and the defaulted result) and check the transition from
     ``applied`` (what the installed modules were installed with; default ``previous_spec``). Each ``keep``
     path the cc lacks takes its value from ``previous_spec`` (the last accepted spec) instead of the default:
     a missing section is no instruction to uninstall; a ``null`` where the schema wants a scalar counts as missing
     (installer.config.nulls). ``spec`` is the defaulted spec; act on it only if
     ``errors`` is empty. An error under a path a migration moved names the path the user wrote, and a legacy
-    value a migration dropped (its new key is already set) is validated all the same."""
+    value a migration dropped (its new key is already set) is validated all the same. ``status`` (the cc's)
+    decides the log store of a cc that names none (installer.config.migrate.log_store_from_status)."""
     if not isinstance(raw_spec, dict):
         kind = "null" if raw_spec is None else type(raw_spec).__name__
         return Prepared({}, [], [SpecError("spec", f"must be an object (mapping); got {kind}")])
     if shape := structure_errors(raw_spec):  # before anything else walks it
         return Prepared({}, [], shape)
     migrated, notes = migrate_notes(raw_spec)
+    if note := log_store_from_status(migrated, status):
+        notes.append(note)
     notes += unset_nulls(migrated)  # null where a scalar belongs: unset, then defaulted (or kept)
     moves = [note for note in notes if isinstance(note, Move)]
     errors = validate(migrated)

@@ -7,7 +7,8 @@ deep copy.
 
 Deliberate differences from upstream (upstream.md §2.4, §7.10):
 - ``common.redis``/``common.openldap`` are never rebuilt from status, and ``es``/``opensearch.enabled``
-  are never flipped from status: the spec is the user's.
+  are never flipped from status: the spec is the user's. A cc that names neither (3.3.x's, whose only store was
+  Elasticsearch) takes the original's store from ``status.es`` (:func:`log_store_from_status`), as upstream did.
 - Missing ``common.es``/``common.opensearch`` is fine, and ``opensearchMasterReplicas`` moves correctly.
 - A current-shape key the user already set wins over its legacy spelling (the legacy key is dropped).
 - No CR delete/re-create: the caller records the descriptions in status.
@@ -305,6 +306,26 @@ LEGACY_KEPT: dict[str, str] = {
 def kept_legacy(spec: Spec) -> list[str]:
     """One note per :data:`LEGACY_KEPT` key present in ``spec`` (after migration)."""
     return [f"kept legacy {path} ({why})" for path, why in LEGACY_KEPT.items() if has(spec, path)]
+
+
+def log_store_from_status(spec: Spec, status: Any) -> str | None:
+    """A 3.3.x cc names no log store (``common.es.enabled`` and ``common.opensearch.enabled`` both absent: its
+    Elasticsearch was the only one); when the original installer's status says it runs one (``status.es``, and no
+    ``status.opensearch``), ``spec`` gets ``common.es.enabled: true`` in place, so the logs stay where they are, as
+    upstream v3.4.1's ``generate_new_cluster_configuration`` kept them. Returns the note, or ``None``."""
+    if has(spec, "common.es.enabled") or has(spec, "common.opensearch.enabled") or not isinstance(status, dict):
+        return None
+    if not isinstance(spec.get("common", {}), dict) or not isinstance(spec.get("common", {}).get("es", {}), dict):
+        return None
+
+    def enabled(key: str) -> bool:
+        entry = status.get(key)
+        return isinstance(entry, dict) and entry.get("status") == "enabled"
+    if not enabled("es") or enabled("opensearch"):
+        return None
+    spec.setdefault("common", {}).setdefault("es", {})["enabled"] = True
+    return ("common.es.enabled: true (the cc names no log store and status.es says the original installer runs "
+            "Elasticsearch: logging, events, auditing and Jaeger keep using it)")
 
 
 def migrate_notes(spec: Spec) -> tuple[Spec, list[Move | str]]:

@@ -252,3 +252,40 @@ def test_full_legacy_v3_0_spec_migrates_to_a_valid_spec() -> None:
                     "edgeruntime.kubeedge.cloudCore.cloudHub.nodeLimit"]
     assert "removed kubeedge.edgeWatcher (the edge watcher is no longer installed)" in prepared.migrations
     assert prepared.spec["common"]["core"]["console"]["type"] == "NodePort"  # defaulted after migration
+
+
+V332_COMMON = {"es": {"logMaxAge": 7, "elkPrefix": "logstash", "basicAuth": {"enabled": False},
+                      "externalElasticsearchHost": "", "externalElasticsearchPort": ""}}
+ES_ENABLED = {"status": "enabled", "enabledTime": "2026-11-01T10:00:00UTC"}
+
+
+@pytest.mark.parametrize(("common", "status", "store"), [
+    # 3.3.x: its cc names no store, its installer ran Elasticsearch (status.es): it stays the store, as upstream's
+    # v3.4.1 kept it.
+    (V332_COMMON, {"es": ES_ENABLED}, "es"),
+    # ... without status.es (no log consumer was on), or with an OpenSearch of v3.4.x too: the default, OpenSearch.
+    (V332_COMMON, {}, "opensearch"),
+    (V332_COMMON, {"es": ES_ENABLED, "opensearch": ES_ENABLED}, "opensearch"),
+    (V332_COMMON, {"es": {"status": "disabled"}}, "opensearch"),
+    # A cc that names a store keeps it, whatever the status says.
+    ({"es": {"enabled": False}}, {"es": ES_ENABLED}, "opensearch"),
+    ({"opensearch": {"enabled": True}}, {"es": ES_ENABLED}, "opensearch"),
+    ({"es": {"enabled": True}}, {}, "es"),
+])
+def test_a_3_3_cc_keeps_the_elasticsearch_its_installer_ran(common: dict[str, Any], status: dict[str, Any],
+                                                             store: str) -> None:
+    from installer.log_store import store_kind
+
+    raw = {**T, "logging": {"enabled": True}, "common": copy.deepcopy(common)}
+    before = copy.deepcopy(raw)
+    prepared = prepare(raw, status=status)
+    assert raw == before and not prepared.errors
+    assert store_kind(prepared.spec["common"]) == store
+    noted = [m for m in prepared.migrations if m.startswith("common.es.enabled: true")]
+    assert len(noted) == (store == "es" and "enabled" not in common.get("es", {})), prepared.migrations
+
+
+def test_the_store_from_status_survives_odd_shapes() -> None:
+    for spec, status in (({"common": None}, {"es": ES_ENABLED}), ({"common": {"es": "x"}}, {"es": ES_ENABLED}),
+                         ({**T}, "enabled"), ({**T}, {"es": "enabled"})):
+        prepare(spec, status=status)  # never raises
