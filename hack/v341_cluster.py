@@ -56,6 +56,7 @@ from kubernetes.dynamic import DynamicClient
 from simcluster import tool_path
 
 from installer import render, yaml_c
+from installer.adoption import RELEASES as ADOPTED_RELEASES
 from installer.certs import Layout, dns_names, generate
 from installer.cluster import ClusterConfigurations, cluster_facts
 from installer.config import apply_defaults
@@ -240,6 +241,11 @@ PLUGGABLE_UPSTREAM = Profile({
     "multicluster__clusterRole": "host", "servicemesh__enabled": True, "edgeruntime__enabled": True,
     "edgeruntime__kubeedge__enabled": True,
 }, upstream="pluggable")
+#: Every pluggable module as upstream v3.3.2 itself rendered and applied it (tests/parity/upstream-v332/pluggable,
+#: v3.3.2's own cc): its log store is the Elasticsearch v3.3.2 installed (release elasticsearch-logging), which
+#: upstream's v3.4.1 installer kept (status.es), so the cc has no OpenSearch dashboard to enable.
+PLUGGABLE_V332 = Profile({k: v for k, v in PLUGGABLE_UPSTREAM.spec.items() if not k.startswith("common__opensearch")},
+                         upstream="pluggable", tag="v3.3.2", upstream_cc=True)
 #: Kinds that hold a webhook certificate's CA (caBundle).
 CA_KINDS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition", "APIService"}
 BUILTIN_KINDS = {
@@ -353,7 +359,8 @@ class Builder:
         (chart / "objects.yaml").write_text(yaml_c.dump_all(objects))
         (chart / "templates" / "objects.yaml").write_text('{{ .Files.Get "objects.yaml" }}\n')
         self.helm("install", release, str(chart), "--namespace", namespace)
-        self.made.releases[f"{namespace}/{release}"] = module
+        # A release no module takes over (v3.3.2's Elasticsearch, which v3.4.1 left as it was) stays: module ''.
+        self.made.releases[f"{namespace}/{release}"] = module if (namespace, release) in ADOPTED_RELEASES else ""
 
     # -- the steps
     def passwords(self) -> None:
@@ -535,6 +542,8 @@ class Builder:
         begin = time.monotonic()
         status = upstream_status(apply_defaults(json.loads(json.dumps(cc["spec"]))), list(fixture.modules),
                                  self.profile.tag)
+        if any(s.release == "elasticsearch-logging" for s in fixture.modules.get("opensearch", [])):
+            status["es"] = status.pop("opensearch")  # v3.3.2's es-install.yaml: status.es, its only log store
         self.target.patch_status(status)
         self.made.status = status
         for module, steps in fixture.modules.items():
