@@ -23,9 +23,9 @@ from installer.certs import generate
 from installer.core_secret import ADMIN_CLAIMS, jwt_hs256
 
 REPO = Path(__file__).resolve().parents[1]
-#: The tags rendered (hack/upstream_render.py) → their profiles: v3.4.1's default cc and every pluggable module; v3.3.2
-#: (what most clusters ran before upstream's v3.4.1 installer upgraded them): the default cc, where the switch from
-#: 3.3.x starts.
+#: The tags rendered (hack/upstream_render.py) → their profiles: the default cc and every pluggable module, of v3.4.1
+#: and of v3.3.2 (what most clusters ran before upstream's v3.4.1 installer upgraded them, where the switch from 3.3.x
+#: starts).
 TAGS: dict[str, tuple[str, ...]] = {"v3.4.1": ("default", "pluggable"), "v3.3.2": ("default", "pluggable")}
 
 

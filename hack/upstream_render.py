@@ -26,8 +26,10 @@ Profiles (:data:`PROFILES`): ``default`` (the default cc with Redis and OpenLDAP
 module as well; Istio itself, which v3.4.1 installed with ``istioctl`` from tarballs the fetched checkout lacks, is
 not rendered).
 
-Tags (:data:`TAGS`): v3.4.1 (both profiles) and v3.3.2 (``default``: the cluster upstream's v3.4.1 installer
-upgraded). The same steps read each tag's files; where the tags' roles differ, the step says so (``monitoring``).
+Tags (:data:`TAGS`): v3.4.1 and v3.3.2 (the cluster upstream's v3.4.1 installer upgraded), both profiles. The same
+steps read each tag's files; where the tags' roles differ, the step says so (``monitoring``; v3.3.2's log store is
+the Elasticsearch of ``es-install.yaml``, :func:`elasticsearch`, and its Outputs write there; its charts' versions
+differ, :func:`chart`; its pluggable cc has no ``common.opensearch``, :data:`TAG_PROFILES`).
 
     hack/upstream_render.py                 render and write the committed files
     hack/upstream_render.py --tag v3.3.2    only that tag's profiles
