@@ -12,7 +12,7 @@ manager ``helm``, outside the release), ``kubectl label namespace``, and the ``k
 deleted on success or of a task's script. The credentials upstream generated (JWT
 key and token, redis' password, each chart's CA and serving certificate) are new values filled in at apply time.
 
-A profile without ``upstream`` (:data:`DEFAULT_OURS`) is rendered from this installer's modules
+A profile without ``upstream`` is rendered from this installer's modules
 instead (``installer.render``: each module's real playbook, reading the cluster), written the way the original wrote
 them, with the real CLIs:
 
@@ -222,17 +222,12 @@ class Profile:
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
 #: password (redis): upstream v3.4.1's own objects.
 DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
-#: The default cc as upstream v3.3.2 itself rendered and applied it (tests/parity/upstream-v332/default): the 3.3.x
-#: cluster that upstream's v3.4.1 installer upgraded, and that switches to this installer instead.
-DEFAULT_V332 = Profile(DEFAULT.spec, upstream="default", tag="v3.3.2", upstream_cc=True)
 #: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
 #: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
 #: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
 #: kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.
 UPSTREAM_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
                             "Deployment/kubesphere-system/ks-controller-manager"})
-#: The same, rendered from this installer's roles.
-DEFAULT_OURS = Profile(DEFAULT.spec)
 #: Every pluggable module v3.4.1 installs on a simulated cluster, as upstream v3.4.1's own objects (its profile
 #: ``pluggable``): the spec changes are paths, so each section keeps the default cc's other keys.
 PLUGGABLE_UPSTREAM = Profile({

@@ -1,6 +1,8 @@
-"""Taking over a cluster that ks-installer v3.4.1 installed: the installer manifest applied over it, the cc kept,
-the first reconcile takes every module's objects over in place (installer.adoption); and MinIO's release (the App
-Store's), whose fixed keys stay. The pluggable modules' releases: test_adoption_pluggable.py."""
+"""Taking over a cluster that ks-installer v3.4.1 installed: :func:`take_over`, the first reconcile over the original's
+objects taking every module's objects over in place (installer.adoption), run by test_adoption_pluggable.py (v3.4.1,
+every component on) and test_adoption_v332.py (3.3.x); the default platform as upstream made it is switched by
+tests/e2e/test_demo.py (``hack/demo.sh up --from-v341``, the real shell-operator). Here: MinIO's release (the App
+Store's), whose fixed keys stay."""
 
 from __future__ import annotations
 
@@ -22,9 +24,7 @@ from kubernetes import client, config
 from simcluster import SimCluster, tool_path
 from v341_cluster import (
     DEFAULT,
-    DEFAULT_OURS,
     MINIO_KEYS,
-    UPSTREAM_ROLLS,
     Builder,
     Profile,
     V341Cluster,
@@ -41,7 +41,7 @@ from installer.manifests import ident
 from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
 from installer.state import StateStore
 
-from .conftest import PLATFORM, Installer, stored_state
+from .conftest import Installer, stored_state
 from .test_minio import STORE, playbooks_without_core
 
 pytestmark = pytest.mark.cluster
@@ -78,14 +78,6 @@ def own_cluster(work: Path) -> Iterator[tuple[Installer, SimCluster]]:
             api.close()
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[Installer, SimCluster]]:
-    """The installer with no state over a cluster of the test's own (the takeover leaves the original's objects and
-    namespaces behind, which no later test of a shared cluster expects)."""
-    with own_cluster(tmp_path) as made:
-        yield made
-
-
 @dataclass
 class Takeover:
     """What a first reconcile over the fixture did, per module (the closing figures)."""
@@ -116,7 +108,9 @@ class Takeover:
 
 def previewed(installer: Installer, made: V341Cluster) -> None:
     """``plan --objects`` before the switch: every object of the original's that a module applies is shown as
-    adopted, with what the takeover removes; each module's releases to retire; nothing is changed by it."""
+    adopted, with what the takeover removes; each module's releases to retire; no roll of kubesphere.yaml's readers
+    (the original's file, parsed and without the keys they read from variables, is what ks-config renders: their pods
+    roll once, with ks-core's new template); nothing is changed by it."""
     versions = {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()}
     proc = installer.cli("plan", "--objects", "-o", "json")
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -126,6 +120,8 @@ def previewed(installer: Installer, made: V341Cluster) -> None:
         for key in keys:
             if key in shown and made.refs[key][1] != "CustomResourceDefinition":
                 assert shown[key]["action"] == "adopt", (module, shown[key])
+    rolls = {o["object"] for m in plan.values() for o in m["objects"] if o["action"] == "roll"}
+    assert rolls == set(), rolls
     adopted = [o for m in plan.values() for o in m["objects"] if o["action"] == "adopt"]
     assert len(adopted) > 200
     assert any(f"metadata.annotations.{LAST_APPLIED}: removed (only kubectl-client-side-apply set it)" in o["fields"]
@@ -249,37 +245,6 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     rolls = {k: len(set(after[k][1]) - set(workloads[k][1])) for k in result.restarted}
     assert {k: n for k, n in rolls.items() if n != 1} == dict.fromkeys(rolls_twice, 2)
     return result
-
-
-def test_first_reconcile_takes_over_a_v341_cluster(cluster: tuple[Installer, SimCluster], tmp_path: Path) -> None:
-    """Over the default platform as this installer's modules render it (written as v3.4.1 wrote it)."""
-    installer, sim_cluster = cluster
-    result = take_over(installer, sim_cluster, tmp_path, DEFAULT_OURS, preview=previewed)
-    assert result.made.modules == set(PLATFORM) | {"redis", "openldap"}
-    assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
-        result.log
-    print("\n" + result.table())
-
-
-@pytest.mark.slow(reason="applies upstream's ~300 objects of the default platform with kubectl and helm, then the "
-                        "first reconcile (no render)")
-def test_first_reconcile_takes_over_upstreams_own_v341_objects(cluster: tuple[Installer, SimCluster],
-                                                                tmp_path: Path) -> None:
-    """Over the default platform as upstream v3.4.1 itself rendered and applied it (tests/parity/upstream-v341)."""
-    installer, sim_cluster = cluster
-    result = take_over(installer, sim_cluster, tmp_path, DEFAULT, preview=no_config_roll_previewed,
-                       may_restart=UPSTREAM_ROLLS)
-    assert result.made.modules == set(PLATFORM) | {"redis", "openldap"}
-    print("\n" + result.table())
-
-
-def no_config_roll_previewed(installer: Installer, made: V341Cluster) -> None:
-    """``plan --objects`` shows no roll of kubesphere.yaml's readers: the original's file, parsed and without the keys
-    they read from variables, is what ks-config renders (its pods roll once, with ks-core's new template)."""
-    proc = installer.cli("plan", "--objects", "-o", "json")
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    rolls = {o["object"] for m in json.loads(proc.stdout)["modules"] for o in m["objects"] if o["action"] == "roll"}
-    assert rolls == set(), rolls
 
 
 def _legacy(meta: dict[str, Any]) -> bool:

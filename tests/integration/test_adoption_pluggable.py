@@ -18,7 +18,7 @@ from installer.adoption import RELEASES as ADOPTED_RELEASES
 from installer.config import apply_defaults
 from installer.modules import get_module
 
-from .test_adoption import own_cluster, take_over
+from .test_adoption import own_cluster, previewed, take_over
 
 pytestmark = pytest.mark.cluster
 
@@ -76,11 +76,13 @@ def test_fixture_releases_are_the_originals() -> None:
                         "first reconcile of 17 modules (no render)")
 def test_first_reconcile_takes_over_the_pluggable_modules(tmp_path: Path) -> None:
     with own_cluster(tmp_path) as (installer, sim):
-        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM, may_restart=PLUGGABLE_ROLLS | NOT_ALIGNED,
-                           may_replace=PLUGGABLE_REPLACED)
+        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM, preview=previewed,
+                           may_restart=PLUGGABLE_ROLLS | NOT_ALIGNED, may_replace=PLUGGABLE_REPLACED)
         print("\n" + result.table())
         cc = installer.cc()
     made = result.made
+    assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
+        result.log
     assert set(result.restarted) >= NOT_ALIGNED, sorted(NOT_ALIGNED - set(result.restarted))
     assert made.modules >= set(PLUGGABLE_MODULES)
     assert {k for k, module in made.releases.items() if module} == PLUGGABLE_RELEASES
