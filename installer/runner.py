@@ -272,6 +272,7 @@ class PlaybookRunner:
                 artifact_dir=str(results),
                 ident=module.name,
                 roles_path=str(self.settings.roles_dir),
+                suppress_env_files=True,  # the environment and command line stay arguments, not files in the dir
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file,
                          **({PURGE_ENV: "1"} if step.purge else {})},
