@@ -327,7 +327,8 @@ APPLY_VERBS = frozenset({"apply", "install", "uninstall", "create", "replace", "
                          "label", "relabel", "annotate", "adopt", "roll", "give", "import", "stop"})
 """Task verbs (the first word after ``Module |`` in a task's name) of tasks that write to the cluster."""
 KINDS = ("wait", "apply", "render", "other", "skipped")
-PLAYBOOK_ARG = re.compile(r"playbooks/([\w.-]+?)\.ya?ml\b")
+PLAYBOOK_ARG = re.compile(r"/project/([\w.-]+?)\.ya?ml\b")
+"""A module's play on a run's command line: ``<run dir>/<module>-<random>/project/<module>.yaml`` (installer.runner)."""
 
 
 def switch_all_on(spec: dict[str, Any], leave: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -428,10 +429,10 @@ class TreeMemory(threading.Thread):
     """Polls the memory of process ``pid`` and its descendants every ``interval`` seconds until :meth:`stop`.
 
     Peaks, in KiB: VmRSS and VmHWM of the root (the engine), the VmRSS sum of each module's Ansible run (the
-    processes whose command line names ``playbooks/<module>.yaml``, with their descendants: ansible-runner's client,
-    the child forked from the fork server and its task workers) and of the whole tree; and the PSS sums (each shared
-    page counted once, as the memory cgroup charges it; forked processes share most of their pages, so the RSS sum
-    counts those several times)."""
+    processes whose command line names its play, ``.../project/<module>.yaml``, with their descendants:
+    ansible-runner's client, the child forked from the fork server and its task workers) and of the whole tree; and
+    the PSS sums (each shared page counted once, as the memory cgroup charges it; forked processes share most of their
+    pages, so the RSS sum counts those several times)."""
 
     pid: int
     interval: float = 0.1

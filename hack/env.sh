@@ -26,6 +26,6 @@ ensure_venv() {
   fi
   # The project's own code byte-compiled, so that each engine, ansible-playbook and task process (PYTHONDONTWRITEBYTECODE
   # or not) loads it instead of compiling it again; pip compiled the dependencies.
-  .venv/bin/python -m compileall -q installer hooks playbooks roles tests hack >/dev/null
+  .venv/bin/python -m compileall -q installer hooks plugins roles tests hack >/dev/null
   export PATH="$PWD/.venv/bin:$PATH"
 }

@@ -15,8 +15,7 @@ def _path(var: str, default: str) -> Path:
 
 
 def _source_dir(var: str, default: Path, repo_name: str) -> Path:
-    """``$var``; else this checkout's directory when running from source; else the image path. (The image
-    path cannot decide: ``<base>/playbooks`` also appears when the welcome step writes kubesphere_running.)"""
+    """``$var``; else this checkout's directory when running from source; else the image path."""
     if var in os.environ:
         return Path(os.environ[var])
     checkout = _REPO / repo_name
@@ -27,7 +26,7 @@ def default_base_dir() -> Path:
     """``/kubesphere`` in the image; from a checkout, the user's own ``$XDG_CACHE_HOME/ks-installer/kubesphere``
     (``~/.cache/...``), so a local ``plan``, ``reconcile`` or ``uninstall`` writes nothing under ``/kubesphere``
     unless ``KS_BASE_DIR`` says so."""
-    if not (_REPO / "playbooks").exists():
+    if not (_REPO / "plugins").exists():
         return Path("/kubesphere")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "ks-installer" / "kubesphere"
@@ -36,7 +35,8 @@ def default_base_dir() -> Path:
 @dataclass(frozen=True)
 class Settings:
     base_dir: Path
-    playbooks_dir: Path
+    playbooks_dir: Path | None
+    """Plays that replace a module's generated ones (installer.plays; ``KS_PLAYBOOKS_DIR``, for tests): None."""
     roles_dir: Path
     results_dir: Path
     run_dir: Path
@@ -46,6 +46,9 @@ class Settings:
     console_timeout: int
     drift_interval: int
     """Seconds between drift checks on the schedule binding (0: every tick)."""
+    plugins_dir: Path = _REPO / "plugins"
+    """The installer's Ansible plugins: ``modules`` (the ks_* tasks), ``action`` (the same, in Ansible's worker) and
+    ``callback`` (ks_preload)."""
 
     @property
     def digest_cache(self) -> Path:
@@ -62,7 +65,7 @@ class Settings:
         base = _path("KS_BASE_DIR", str(default_base_dir()))
         return cls(
             base_dir=base,
-            playbooks_dir=_source_dir("KS_PLAYBOOKS_DIR", base / "playbooks", "playbooks"),
+            playbooks_dir=Path(os.environ["KS_PLAYBOOKS_DIR"]) if os.environ.get("KS_PLAYBOOKS_DIR") else None,
             roles_dir=_source_dir("KS_ROLES_DIR", base / "installer" / "roles", "roles"),
             results_dir=_path("KS_RESULTS_DIR", str(base / "results")),
             run_dir=_path("KS_RUN_DIR", str(base / "run")),
@@ -70,4 +73,5 @@ class Settings:
             module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
             console_timeout=int(os.environ.get("KS_CONSOLE_TIMEOUT", "900")),
             drift_interval=int(os.environ.get("KS_DRIFT_INTERVAL", "300")),
+            plugins_dir=_source_dir("KS_PLUGINS_DIR", base / "installer" / "plugins", "plugins"),
         )

@@ -1,8 +1,9 @@
 """A module's fingerprint: what it was (or will be) installed from.
 
 hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs). The code is its install
-playbook, the roles that playbook uses (with their meta dependencies and filter plugins), the installer's Ansible
-modules those roles call and the engine files those modules import (followed transitively: the Ansible side).
+play (installer.plays: built from its role, or the file that replaces it), the roles that play uses (with their meta
+dependencies and filter plugins), the installer's Ansible modules those roles call, the action plugins that run them
+and the engine files those import (followed transitively: the Ansible side).
 Equal hashes mean re-running the module would change nothing; a change to a file re-runs exactly the modules that
 execute it, and an installer upgrade that changes none of them (the engine alone, or only its version) runs none.
 """
@@ -19,12 +20,13 @@ from typing import Any
 
 from installer import yaml_c
 from installer.modules import Module
+from installer.plays import file_name, play_text
 from installer.spec import Spec, get
 
-#: The installer's Ansible modules, beside the playbooks.
-LIBRARY_DIR = "library"
+#: The installer's Ansible modules, in the plugins directory.
+LIBRARY_DIR = "modules"
 #: Action plugins named like the modules they run in Ansible's own process (the same task code).
-ACTION_DIR = "action_plugins"
+ACTION_DIR = "action"
 ENGINE_PACKAGE = "installer"
 ENGINE_DIR = Path(__file__).resolve().parent
 _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
@@ -60,9 +62,9 @@ def _role_refs(items: Any) -> set[str]:
     return {r for r in found if r}
 
 
-def roles_used(playbook: Path, roles_dir: Path) -> list[str]:
-    """Every role the playbook needs, following role task files and meta dependencies."""
-    todo = _role_refs(_load(playbook)) if playbook.exists() else set()
+def roles_used(plays: Any, roles_dir: Path) -> list[str]:
+    """Every role the plays need, following role task files and meta dependencies."""
+    todo = _role_refs(plays)
     seen: set[str] = set()
     while todo:
         role = todo.pop()
@@ -83,15 +85,14 @@ def _yaml_keys(node: Any) -> Iterator[str]:
             yield from _yaml_keys(value)
 
 
-def _yaml_files(playbook: Path, roles: list[Path]) -> list[Path]:
-    files = [playbook] if playbook.exists() else []
-    return files + [f for r in roles for f in sorted(r.glob("*/*.y*ml")) if f.parent.name in ("tasks", "handlers")]
+def _task_files(roles: list[Path]) -> list[Path]:
+    return [f for r in roles for f in sorted(r.glob("*/*.y*ml")) if f.parent.name in ("tasks", "handlers")]
 
 
-def library_used(playbook: Path, roles: list[Path], library: Path) -> list[Path]:
-    """The installer's Ansible modules that the playbook's tasks call."""
+def library_used(plays: Any, roles: list[Path], library: Path) -> list[Path]:
+    """The installer's Ansible modules that the plays' tasks call."""
     available = {p.stem: p for p in library.glob("*.py")}
-    keys = {k for f in _yaml_files(playbook, roles) for k in _yaml_keys(_load(f))}
+    keys = set(_yaml_keys(plays)) | {k for f in _task_files(roles) for k in _yaml_keys(_load(f))}
     return [available[k] for k in sorted(keys & available.keys())]
 
 
@@ -130,8 +131,13 @@ def engine_code(sources: list[Path], engine_dir: Path = ENGINE_DIR) -> list[Path
     return sorted(seen)
 
 
-def _digest_paths(paths: list[Path]) -> str:
+def _digest_paths(paths: list[Path], play: tuple[str, str] | None = None) -> str:
+    """Digest of the files under ``paths``, each named by its root's name, after ``play`` (file name, text)."""
     h = hashlib.sha256()
+    if play is not None:
+        h.update(f"{play[0]}/".encode())
+        h.update(b"\0")
+        h.update(play[1].encode())
     for root in paths:
         files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
         for f in files:
@@ -143,37 +149,41 @@ def _digest_paths(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
-def code_files(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> list[Path]:
-    """Everything the module's install runs: playbook, roles, Ansible modules, the action plugins that run them and
-    the engine code they import."""
-    playbook = playbooks_dir / module.playbook
-    roles = [roles_dir / r for r in roles_used(playbook, roles_dir)]
-    library = library_used(playbook, roles, playbooks_dir / LIBRARY_DIR)
-    actions = [a for m in library if (a := playbooks_dir / ACTION_DIR / m.name).is_file()]
+def code_files(module: Module, plugins_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+               plays_dir: Path | None = None) -> list[Path]:
+    """The files the module's install play runs: roles, Ansible modules, the action plugins that run them and the
+    engine code they import (``plays_dir``: see installer.plays)."""
+    plays = yaml_c.load(play_text(module, plays_dir=plays_dir))
+    roles = [roles_dir / r for r in roles_used(plays, roles_dir)]
+    library = library_used(plays, roles, plugins_dir / LIBRARY_DIR)
+    actions = [a for m in library if (a := plugins_dir / ACTION_DIR / m.name).is_file()]
     plugins = [p for r in roles for p in sorted(r.rglob("*.py"))]
-    return [playbook, *roles, *library, *actions, *engine_code(library + actions + plugins, engine_dir)]
+    return [*roles, *library, *actions, *engine_code(library + actions + plugins, engine_dir)]
 
 
 @cache
-def files_digest(module: Module, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> str:
-    """Digest of :func:`code_files`."""
-    return _digest_paths(code_files(module, playbooks_dir, roles_dir, engine_dir))
+def files_digest(module: Module, plugins_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+                 plays_dir: Path | None = None) -> str:
+    """Digest of the module's install play and its :func:`code_files`."""
+    play = (file_name(module), play_text(module, plays_dir=plays_dir))
+    return _digest_paths(code_files(module, plugins_dir, roles_dir, engine_dir, plays_dir), play)
 
 
 class DigestCache:
-    """:func:`files_digest` per module, kept in a file and reused while no file under the playbooks, the roles or
-    the engine changed (same paths, sizes and modification times): hashing parses every playbook and engine
-    import, which a reconcile with nothing to do should not pay for."""
+    """:func:`files_digest` per module, kept in a file and reused while no file under the plugins, the roles, the
+    engine or the plays that replace generated ones changed (same paths, sizes and modification times): hashing
+    parses every role and engine import, which a reconcile with nothing to do should not pay for."""
 
-    def __init__(self, path: Path | None, playbooks_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR) -> None:
-        self.path, self.dirs = path, (playbooks_dir, roles_dir, engine_dir)
+    def __init__(self, path: Path | None, plugins_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+                 plays_dir: Path | None = None) -> None:
+        self.path, self.dirs, self.plays_dir = path, (plugins_dir, roles_dir, engine_dir), plays_dir
         self._signature: str | None = None
         self._digests: dict[str, str] | None = None
 
     def signature(self) -> str:
         if self._signature is None:
             h = hashlib.sha256()
-            for root in self.dirs:
+            for root in (*self.dirs, *([self.plays_dir] if self.plays_dir is not None else [])):
                 for f in sorted(p for p in root.rglob("*") if "__pycache__" not in p.parts):
                     st = f.stat()
                     h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -195,7 +205,7 @@ class DigestCache:
     def __call__(self, module: Module) -> str:
         digests = self._load()
         if module.name not in digests:
-            digests[module.name] = files_digest(module, *self.dirs)
+            digests[module.name] = files_digest(module, *self.dirs, plays_dir=self.plays_dir)
             self._save()
         return digests[module.name]
 

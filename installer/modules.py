@@ -1,9 +1,8 @@
 """The module registry: the single source of truth for what the installer manages.
 
 Each module says how "enabled" is derived from the spec, which spec paths are its inputs (a change to any
-of them re-runs the module), which modules must run before it and its upstream status key. Playbooks are
-``playbooks/<name>.yaml`` (install/upgrade) and ``playbooks/<name>-uninstall.yaml``; the roles a playbook
-uses are read from it (see fingerprint). Nothing else in the engine names a module.
+of them re-runs the module), which modules must run before it, its upstream status key and its Ansible role (the
+install and uninstall plays are built from it: installer.plays). Nothing else in the engine names a module.
 """
 
 from __future__ import annotations
@@ -204,14 +203,12 @@ class Module:
     images: tuple[str, ...] | Callable[[Spec], tuple[str, ...]] = ()
     """Keys of the image catalogue (roles/kubesphere-defaults) its objects name, or a function of the spec
     for modules whose variants deploy different images (``python -m installer images``)."""
+    role: str = ""
+    """The role under roles/ that installs it (its ``tasks/uninstall.yaml`` removes it); the module's name if empty."""
 
-    @property
-    def playbook(self) -> str:
-        return f"{self.name}.yaml"
-
-    @property
-    def uninstall_playbook(self) -> str:
-        return f"{self.name}-uninstall.yaml"
+    def __post_init__(self) -> None:
+        if not self.role:
+            object.__setattr__(self, "role", self.name)
 
     def status_keys(self, spec: Spec) -> dict[str, bool]:
         """Each status key the module writes → whether an install with ``spec`` marks it enabled (else the
@@ -235,7 +232,7 @@ MODULES: tuple[Module, ...] = (
            core_phase=True, images=("snapshot_controller",)),
     Module("metrics_server", flag("metrics_server.enabled"),
            ("metrics_server.nodeSelector", "metrics_server.tolerations", "metrics_server.affinity"), ("preinstall",),
-           status_key="metricsServer", core_phase=True, images=("metrics_server",)),
+           status_key="metricsServer", core_phase=True, images=("metrics_server",), role="metrics-server"),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
            status_key="redis", core_phase=True, images=_redis_images),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
@@ -270,7 +267,8 @@ MODULES: tuple[Module, ...] = (
     # Istio's monitors go into servicemesh's istio-system: after servicemesh, which creates (and owns) it.
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass", "servicemesh.enabled"),
-           ("preinstall",), after=("servicemesh",), status_key="monitoring", images=_monitoring_images),
+           ("preinstall",), after=("servicemesh",), status_key="monitoring", images=_monitoring_images,
+           role="ks-monitor"),
     Module("alerting", flag("alerting.enabled"),
            ("alerting", "monitoring.nodeSelector", "monitoring.tolerations", "monitoring.affinity",
             "common.monitoring.endpoint", "common.monitoring.type"),

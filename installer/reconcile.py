@@ -194,7 +194,8 @@ class Reconciler:
         self.stop = threading.Event()
         self.ccs = ClusterConfigurations(api)
         self.store = StateStore(api)
-        self.digests = DigestCache(settings.digest_cache, settings.playbooks_dir, settings.roles_dir)
+        self.digests = DigestCache(settings.digest_cache, settings.plugins_dir, settings.roles_dir,
+                                   plays_dir=settings.playbooks_dir)
 
     def stopping(self) -> bool:
         return self.stop.is_set() or self.cancel.is_set()

@@ -1,10 +1,10 @@
-"""Render modules: run their real playbooks with every ``ks_*`` task recorded instead of run.
+"""Render modules: run their real plays with every ``ks_*`` task recorded instead of run.
 
-The playbooks run as a reconcile runs them (the same roles, tasks and variables), in check mode and with the action
-plugins of :mod:`installer.render_plugins` in place of the installer's: each ``ks_*`` call appends its arguments to
-a capture file and answers as the cluster would, so nothing is written. ``ks_info`` reads the cluster in
-``$KUBECONFIG``, or answers from an offline world (:data:`WORLD`). Several modules (or spec variants of one) render
-in one ``ansible-playbook``, one Ansible host each, so facts never leak between them.
+The plays (installer.plays) run as a reconcile runs them (the same roles, tasks and variables), in check mode and
+with the action plugins of :mod:`installer.render_plugins` in place of the installer's: each ``ks_*`` call appends
+its arguments to a capture file and answers as the cluster would, so nothing is written. ``ks_info`` reads the
+cluster in ``$KUBECONFIG``, or answers from an offline world (:data:`WORLD`). Several modules (or spec variants of
+one) render in one ``ansible-playbook``, one Ansible host each, so facts never leak between them.
 
 What a module's run would apply is its ``ks_manifest`` calls with ``state: present``; ``python -m installer plan
 --objects`` and the declared-inputs test read the same captures.
@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from installer.manifests import Obj, Ref, load_definitions, parse_kind, ref_of
+from installer.plays import plays_of
 from installer.runner import ansible_environment, unsafe_yaml, write_extravars
 
 PLUGINS_DIR = Path(__file__).resolve().parent / "render_plugins"
@@ -72,9 +73,9 @@ class RenderFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class Host:
-    """One Ansible host of a render: the playbook it runs and its own variables."""
+    """One Ansible host of a render: the plays it runs and its own variables."""
 
-    playbook: Path
+    plays: list[dict[str, Any]]
     hostvars: dict[str, Any] = field(default_factory=dict)
 
 
@@ -98,16 +99,16 @@ def _roles(play: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def wrapper_playbook(hosts: dict[str, Host]) -> list[dict[str, Any]]:
-    """The plays of each playbook, run on the hosts that render it: its roles, then its tasks, as the play runs them,
-    in a block whose rescue records the task that failed (``ks_failed``)."""
-    by_playbook: dict[Path, list[str]] = {}
+    """Each host's plays, run on the hosts that render the same plays: its roles, then its tasks, as the play runs
+    them, in a block whose rescue records the task that failed (``ks_failed``)."""
+    by_plays: dict[str, tuple[list[dict[str, Any]], list[str]]] = {}
     for name, host in hosts.items():
-        by_playbook.setdefault(host.playbook, []).append(name)
+        by_plays.setdefault(json.dumps(host.plays, sort_keys=True), (host.plays, []))[1].append(name)
     record_failure = {"ks_failed": {"task": "{{ ansible_failed_task.name }}",
                                     "msg": "{{ ansible_failed_result.msg | default('') }}"}}
     plays = []
-    for playbook, names in by_playbook.items():
-        for play in yaml.safe_load(playbook.read_text()):
+    for host_plays, names in by_plays.values():
+        for play in host_plays:
             kept = {k: v for k, v in play.items() if k not in ("hosts", "roles", "tasks")}
             plays.append({**kept, "hosts": names, "gather_facts": False,
                           "tasks": [{"block": _roles(play) + list(play.get("tasks") or []),
@@ -115,9 +116,10 @@ def wrapper_playbook(hosts: dict[str, Host]) -> list[dict[str, Any]]:
     return plays
 
 
-def run_hosts(hosts: dict[str, Host], work: Path, roles_dir: Path, *, extravars: dict[str, Any] | None = None,
-              world: dict[str, Any] | None = None, timeout: float = 900) -> dict[str, list[dict[str, Any]]]:
-    """Run every host's playbook in one ``ansible-playbook`` (in ``work``, an empty private directory) and return each
+def run_hosts(hosts: dict[str, Host], work: Path, plugins_dir: Path, roles_dir: Path, *,
+              extravars: dict[str, Any] | None = None, world: dict[str, Any] | None = None,
+              timeout: float = 900) -> dict[str, list[dict[str, Any]]]:
+    """Run every host's plays in one ``ansible-playbook`` (in ``work``, an empty private directory) and return each
     host's recorded calls (``{"module", "args"}``, in order; a failed task is a last ``ks_failed`` call). Variables
     are ``extravars`` (all hosts) and each host's own, every string ``!unsafe`` (never templated)."""
     inventory = {h: {**host.hostvars, "ansible_connection": "local", "ansible_python_interpreter": sys.executable}
@@ -128,13 +130,11 @@ def run_hosts(hosts: dict[str, Host], work: Path, roles_dir: Path, *, extravars:
                str(work / "playbook.yaml"), "--check"]
     if extravars:
         command += ["-e", f"@{write_extravars(work, extravars)}"]
-    env = {**os.environ, **ansible_environment(roles_dir, work), "ANSIBLE_FORKS": str(min(len(hosts), 8) or 1),
-           "ANSIBLE_ACTION_PLUGINS": str(PLUGINS_DIR), "KS_CAPTURE_DIR": str(work)}
-    # The playbooks' own callback plugins (ks_preload: the tasks' code imported once, before Ansible forks a worker
-    # per task), which the wrapper playbook, written elsewhere, would not find beside it.
-    callbacks = sorted({str(d) for h in hosts.values() if (d := h.playbook.parent / "callback_plugins").is_dir()})
-    if callbacks:
-        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(callbacks)
+    # The installer's callback plugin stays (ks_preload: the tasks' code imported once, before Ansible forks a worker
+    # per task); its action plugins give way to the recording ones.
+    env = {**os.environ, **ansible_environment(plugins_dir, work), "ANSIBLE_ROLES_PATH": str(roles_dir),
+           "ANSIBLE_FORKS": str(min(len(hosts), 8) or 1), "ANSIBLE_ACTION_PLUGINS": str(PLUGINS_DIR),
+           "KS_CAPTURE_DIR": str(work)}
     env.pop("KS_RENDER_WORLD", None)
     if world is not None:
         env["KS_RENDER_WORLD"] = json.dumps(world)
@@ -193,19 +193,20 @@ class Rendered:
         return [c for c in self.calls if c["module"] in names]
 
 
-def render_modules(steps: list[tuple[str, str, str]], variables: dict[str, Any], playbooks_dir: Path,
-                   roles_dir: Path, world: dict[str, Any] | None = None) -> dict[str, Rendered]:
-    """Render ``steps`` (module, action, hash; action ``uninstall`` runs the uninstall playbook) with ``variables``
-    (the spec and facts a reconcile passes as extra-vars) in one ``ansible-playbook``."""
+def render_modules(steps: list[tuple[str, str, str]], variables: dict[str, Any], plugins_dir: Path,
+                   roles_dir: Path, world: dict[str, Any] | None = None,
+                   plays_dir: Path | None = None) -> dict[str, Rendered]:
+    """Render ``steps`` (module, action, hash; action ``uninstall`` runs the uninstall play) with ``variables``
+    (the spec and facts a reconcile passes as extra-vars) in one ``ansible-playbook`` (``plays_dir``: plays that
+    replace generated ones, installer.plays)."""
     from installer.modules import get_module
 
     hosts = {}
     for name, action, digest in steps:
-        module = get_module(name)
-        playbook = module.uninstall_playbook if action == "uninstall" else module.playbook
-        hosts[name] = Host(playbooks_dir / playbook, {"ks_module": name, "ks_action": action, "ks_hash": digest})
+        plays = plays_of(get_module(name), action == "uninstall", plays_dir)
+        hosts[name] = Host(plays, {"ks_module": name, "ks_action": action, "ks_hash": digest})
     if not hosts:
         return {}
     with workdir() as work:
-        captured = run_hosts(hosts, work, roles_dir, extravars=variables, world=world)
+        captured = run_hosts(hosts, work, plugins_dir, roles_dir, extravars=variables, world=world)
     return {name: Rendered(name, action, captured[name]) for name, action, _ in steps}

@@ -1,4 +1,4 @@
-"""Run one module's playbook through ansible-runner, streaming progress to the installer log."""
+"""Run one module's play through ansible-runner, streaming progress to the installer log."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from installer.forkserver import SERVER
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_notes
 from installer.modules import get_module
 from installer.plan import Action, Step
+from installer.plays import write_playbook
 from installer.settings import NAMESPACE
 from installer.version import INSTALLER_VERSION
 
@@ -217,10 +218,13 @@ def run_variables(spec: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]
             "ks_namespace": NAMESPACE}
 
 
-def ansible_environment(roles_dir: Path, work: Path) -> dict[str, str]:
-    """The Ansible settings of every playbook run (a module's run and a render), with its files in ``work``."""
+def ansible_environment(plugins_dir: Path, work: Path) -> dict[str, str]:
+    """The Ansible settings of every playbook run (a module's run and a render), with its files in ``work`` and the
+    installer's plugins from ``plugins_dir`` (the roles path is each caller's: ansible-runner's ``roles_path``)."""
     return {
-        "ANSIBLE_ROLES_PATH": str(roles_dir),
+        "ANSIBLE_LIBRARY": str(plugins_dir / "modules"),
+        "ANSIBLE_ACTION_PLUGINS": str(plugins_dir / "action"),
+        "ANSIBLE_CALLBACK_PLUGINS": str(plugins_dir / "callback"),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_HOME": str(work / ".ansible"),
         "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
@@ -235,7 +239,7 @@ def ansible_environment(roles_dir: Path, work: Path) -> dict[str, str]:
 
 
 class PlaybookRunner:
-    """Runs install/uninstall playbooks with a fresh private_data_dir per run."""
+    """Runs modules' install/uninstall plays (installer.plays) with a fresh private_data_dir per run."""
 
     def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event,
                  on_task: Callable[[str, int, str], None] | None = None) -> None:
@@ -247,7 +251,6 @@ class PlaybookRunner:
     def run(self, step: Step) -> RunOutcome:
         module = get_module(step.module)
         uninstall = step.action == Action.UNINSTALL
-        playbook = self.settings.playbooks_dir / (module.uninstall_playbook if uninstall else module.playbook)
         results = self.settings.results_dir
         shutil.rmtree(results / module.name, ignore_errors=True)
         results.mkdir(parents=True, exist_ok=True)
@@ -257,6 +260,8 @@ class PlaybookRunner:
             extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
             write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
+            # A file, not playbook=[plays]: the fork server's client takes it on its command line.
+            playbook = write_playbook(Path(pdd) / "project", module, uninstall, self.settings.playbooks_dir)
             inventory_file = str(Path(pdd) / "inventory.jsonl")
             client = SERVER.client()
             command = {"binary": str(client), "cmdline": shlex.quote(str(playbook))} if client else \
@@ -266,6 +271,8 @@ class PlaybookRunner:
                 **command,
                 artifact_dir=str(results),
                 ident=module.name,
+                roles_path=str(self.settings.roles_dir),
+                suppress_env_files=True,  # the environment and command line stay arguments, not files in the dir
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file,
                          **({PURGE_ENV: "1"} if step.purge else {})},
@@ -298,4 +305,4 @@ class PlaybookRunner:
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        return {"PATH": path, **ansible_environment(self.settings.roles_dir, pdd)}
+        return {"PATH": path, **ansible_environment(self.settings.plugins_dir, pdd)}

@@ -85,7 +85,7 @@ def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Pat
     variables = run_variables(prepared.spec, cluster_facts(api))
     if not digests:
         return {m: p for m, p in problems.items() if p}
-    with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "playbooks",
+    with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "plugins",
                                              REPO / "roles", world=WORLD), dict.fromkeys(modules, "install"))
     dyn = DynamicClient(api)
     for planned in with_facts.modules:

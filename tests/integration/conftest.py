@@ -7,7 +7,6 @@ import contextlib
 import copy
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from kubernetes.client.exceptions import ApiException
 from installer.cluster import ClusterConfigurations
 from installer.config import apply_defaults
 from installer.engine_settings import Settings
-from installer.modules import MODULES
+from installer.modules import MODULES, get_module
+from installer.plays import generated
 from installer.reconcile import Reconciler
 from installer.settings import (
     CC_GROUP,
@@ -171,11 +171,12 @@ def between_cleanups(installer: Installer, clean: Callable[[client.ApiClient], N
 
 
 def playbooks_changed(tmp_path: Path, module: str, **play: Any) -> Path:
-    """A copy of the playbooks where ``module``'s install play has the keys ``play`` (``vars``, ``pre_tasks``,
-    ``post_tasks``...) set: for the engine it is the module's playbook (``KS_PLAYBOOKS_DIR``)."""
+    """A directory of plays where ``module``'s install play is its generated one with the keys ``play`` (``vars``,
+    ``pre_tasks``, ``post_tasks``...) set: for the engine it replaces the module's play (``KS_PLAYBOOKS_DIR``,
+    installer.plays)."""
     playbooks = tmp_path / "playbooks"
-    shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)
-    plays = yaml.safe_load((REPO / "playbooks" / f"{module}.yaml").read_text())
+    playbooks.mkdir(exist_ok=True)
+    plays = generated(get_module(module))
     plays[0].update(play)
     (playbooks / f"{module}.yaml").write_text(yaml.safe_dump(plays))
     return playbooks

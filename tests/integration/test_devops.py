@@ -9,7 +9,6 @@ import base64
 import contextlib
 import datetime as dt
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +39,7 @@ KEPT_SECRETS = {f"Secret/{NS}/devops-jenkins", f"Secret/{NS}/s2i-webhook-server-
 
 def _playbooks(tmp_path: Path) -> Path:
     playbooks = tmp_path / "playbooks"
-    shutil.copytree(REPO / "playbooks", playbooks, dirs_exist_ok=True)
+    playbooks.mkdir(exist_ok=True)
     for module in SKIPPED:
         for action in ("", "-uninstall"):
             play = [{"name": f"Skip {module}", "hosts": "localhost", "gather_facts": False, "tasks": []}]

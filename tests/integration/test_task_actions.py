@@ -36,11 +36,9 @@ CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "n
 
 
 def _playbooks(tmp_path: Path, tasks: list[dict[str, Any]]) -> Path:
-    """The repository's playbook directory (plugins, library), with the module's playbook running ``tasks``."""
+    """A directory of plays where the module's play runs ``tasks`` (installer.plays)."""
     playbooks = tmp_path / "playbooks"
     playbooks.mkdir()
-    for entry in ("action_plugins", "callback_plugins", "library"):
-        (playbooks / entry).symlink_to(REPO / "playbooks" / entry)
     play = {"hosts": "localhost", "gather_facts": False, "tasks": tasks}
     (playbooks / f"{MODULE}.yaml").write_text(yaml.safe_dump([play]))
     return playbooks

@@ -30,6 +30,7 @@ from installer.config import apply_defaults
 from installer.config.validate import schema
 from installer.images import catalogue, spec_refs
 from installer.modules import MODULES, Module
+from installer.plays import plays_of
 from installer.render import RECORDED, WORLD, Host, run_hosts
 from installer.spec import get, leaves, merge, nested
 
@@ -198,10 +199,9 @@ def _set(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:
     """Each variant's recorded module calls (or the task that failed); ``out`` is a new directory."""
     out.mkdir(parents=True)
-    hosts = {f"v{i}": Host(REPO / "playbooks" / module.playbook,
-                           {**spec, **FACTS, "ks_module": module.name, "ks_action": "install"})
+    hosts = {f"v{i}": Host(plays_of(module), {**spec, **FACTS, "ks_module": module.name, "ks_action": "install"})
              for i, spec in enumerate(specs.values())}
-    results = run_hosts(hosts, out, REPO / "roles", world=WORLD)
+    results = run_hosts(hosts, out, REPO / "plugins", REPO / "roles", world=WORLD)
     return {name: results[host] for name, host in zip(specs, hosts, strict=True)}
 
 

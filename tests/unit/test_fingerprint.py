@@ -1,4 +1,4 @@
-"""Module hashes: inputs, the files a playbook really uses, and readable change descriptions."""
+"""Module hashes: inputs, the files a module's play really uses, and readable change descriptions."""
 
 from __future__ import annotations
 
@@ -8,42 +8,71 @@ import pytest
 
 from installer.changes import describe_changes
 from installer.fingerprint import files_digest, inputs_of, module_hash, roles_used
-from installer.modules import get_module
+from installer.modules import MODULES, get_module
+from installer.plays import dump, generated
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _tree(tmp_path: Path) -> tuple[Path, Path]:
-    playbooks, roles = tmp_path / "playbooks", tmp_path / "roles"
-    (playbooks / "library").mkdir(parents=True)
-    (playbooks / "library" / "ks_manifest.py").write_text("# module\n")
-    (playbooks / "gatekeeper.yaml").write_text("- hosts: localhost\n  roles:\n    - base\n    - role: gk\n")
-    for role, tasks in {"base": "- debug: msg=x\n",
-                        "gk": "- include_role:\n    name: shared\n",
+    """Plugins and roles: gatekeeper's generated play runs kubesphere-defaults then gatekeeper."""
+    plugins, roles = tmp_path / "plugins", tmp_path / "roles"
+    (plugins / "modules").mkdir(parents=True)
+    (plugins / "modules" / "ks_manifest.py").write_text("# module\n")
+    for role, tasks in {"kubesphere-defaults": "- debug: msg=x\n",
+                        "gatekeeper": "- include_role:\n    name: shared\n",
                         "shared": "- debug: msg=y\n",
                         "unrelated": "- debug: msg=z\n"}.items():
         (roles / role / "tasks").mkdir(parents=True)
         (roles / role / "tasks" / "main.yaml").write_text(tasks)
-    (roles / "gk" / "meta").mkdir()
-    (roles / "gk" / "meta" / "main.yaml").write_text("dependencies:\n  - role: dep\n")
+    (roles / "gatekeeper" / "meta").mkdir()
+    (roles / "gatekeeper" / "meta" / "main.yaml").write_text("dependencies:\n  - role: dep\n")
     (roles / "dep" / "tasks").mkdir(parents=True)
     (roles / "dep" / "tasks" / "main.yaml").write_text("- debug: msg=d\n")
-    return playbooks, roles
+    return plugins, roles
 
 
 def test_roles_used_follows_includes_and_meta_dependencies(tmp_path: Path) -> None:
-    playbooks, roles = _tree(tmp_path)
-    assert roles_used(playbooks / "gatekeeper.yaml", roles) == ["base", "dep", "gk", "shared"]
+    _, roles = _tree(tmp_path)
+    plays = generated(get_module("gatekeeper"))
+    assert roles_used(plays, roles) == ["dep", "gatekeeper", "kubesphere-defaults", "shared"]
 
 
 def test_files_digest_changes_only_with_files_the_module_uses(tmp_path: Path) -> None:
-    playbooks, roles = _tree(tmp_path)
+    plugins, roles = _tree(tmp_path)
     module = get_module("gatekeeper")
-    before = files_digest.__wrapped__(module, playbooks, roles)
+    before = files_digest.__wrapped__(module, plugins, roles)
     (roles / "unrelated" / "tasks" / "main.yaml").write_text("- debug: msg=changed\n")
-    assert files_digest.__wrapped__(module, playbooks, roles) == before
+    assert files_digest.__wrapped__(module, plugins, roles) == before
     (roles / "dep" / "tasks" / "main.yaml").write_text("- debug: msg=changed\n")
-    assert files_digest.__wrapped__(module, playbooks, roles) != before
+    assert files_digest.__wrapped__(module, plugins, roles) != before
+
+
+def test_the_play_is_built_from_the_role_and_a_replacing_play_changes_the_hash(tmp_path: Path) -> None:
+    """Install runs kubesphere-defaults then the module's role; uninstall the role's uninstall tasks. A play in the
+    directory of replacing plays runs instead and is what the hash covers."""
+    monitoring = get_module("monitoring")
+    assert generated(monitoring) == [{"name": "Install monitoring", "hosts": "localhost", "gather_facts": False,
+                                      "roles": ["kubesphere-defaults", "ks-monitor"]}]
+    assert generated(monitoring, uninstall=True) == [{
+        "name": "Uninstall monitoring", "hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"],
+        "tasks": [{"name": "Remove monitoring",
+                   "ansible.builtin.include_role": {"name": "ks-monitor", "tasks_from": "uninstall"}}]}]
+    assert {m.name: m.role for m in MODULES if m.role != m.name} == {"metrics_server": "metrics-server",
+                                                                     "monitoring": "ks-monitor"}
+    for module in MODULES:
+        assert (REPO / "roles" / module.role / "tasks" / "main.yaml").is_file(), module.name
+        assert (REPO / "roles" / module.role / "tasks" / "uninstall.yaml").is_file(), module.name
+
+    plugins, roles = _tree(tmp_path)
+    gatekeeper, plays = get_module("gatekeeper"), tmp_path / "plays"
+    plays.mkdir()
+    before = files_digest.__wrapped__(gatekeeper, plugins, roles, plays_dir=plays)
+    assert before == files_digest.__wrapped__(gatekeeper, plugins, roles)
+    (plays / "gatekeeper.yaml").write_text(dump(generated(gatekeeper)))
+    assert files_digest.__wrapped__(gatekeeper, plugins, roles, plays_dir=plays) == before
+    (plays / "gatekeeper.yaml").write_text(dump([{**generated(gatekeeper)[0], "vars": {"a": 1}}]))
+    assert files_digest.__wrapped__(gatekeeper, plugins, roles, plays_dir=plays) != before
 
 
 def test_hash_depends_on_inputs_only_through_the_module_paths() -> None:
@@ -65,10 +94,8 @@ def test_describe_changes_is_dotted_and_redacts_secrets() -> None:
     ]
 
 
-def _digests(playbooks: Path, roles: Path, engine: Path) -> dict[str, str]:
-    from installer.modules import MODULES
-
-    return {m.name: files_digest.__wrapped__(m, playbooks, roles, engine) for m in MODULES}
+def _digests(plugins: Path, roles: Path, engine: Path) -> dict[str, str]:
+    return {m.name: files_digest.__wrapped__(m, plugins, roles, engine) for m in MODULES}
 
 
 def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
@@ -77,46 +104,45 @@ def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
 
     engine = tmp_path / "installer"
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
-    playbooks, roles = REPO / "playbooks", REPO / "roles"
-    before = _digests(playbooks, roles, engine)
+    plugins, roles = REPO / "plugins", REPO / "roles"
+    before = _digests(plugins, roles, engine)
 
     (engine / "rollout.py").write_text((engine / "rollout.py").read_text() + "\n# changed\n")
-    after = _digests(playbooks, roles, engine)
+    after = _digests(plugins, roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]  # only ks_rollout imports it
 
     (engine / "manifests.py").write_text((engine / "manifests.py").read_text() + "\n# changed\n")
-    again = _digests(playbooks, roles, engine)
+    again = _digests(plugins, roles, engine)
     users = sorted(m for m in after if after[m] != again[m])
     assert "monitoring" in users and "ks-core" in users and "gatekeeper" in users
 
     (engine / "reconcile.py").write_text((engine / "reconcile.py").read_text() + "\n# changed\n")
-    assert _digests(playbooks, roles, engine) == again  # the engine itself runs no module's code
+    assert _digests(plugins, roles, engine) == again  # the engine itself runs no module's code
 
 
 def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from installer import fingerprint
     from installer.modules import get_module
 
-    playbooks, roles = tmp_path / "playbooks", tmp_path / "roles"
+    plugins, roles = tmp_path / "plugins", tmp_path / "roles"
     (roles / "redis" / "tasks").mkdir(parents=True)
-    playbooks.mkdir()
-    (playbooks / "redis.yaml").write_text("- hosts: localhost\n  roles: [redis]\n")
+    plugins.mkdir()
     task = roles / "redis" / "tasks" / "main.yaml"
     task.write_text("- debug: {msg: one}\n")
     cache_file, redis = tmp_path / "cache" / "digests.json", get_module("redis")
-    first = fingerprint.DigestCache(cache_file, playbooks, roles)(redis)
-    assert first == fingerprint.files_digest(redis, playbooks, roles)
+    first = fingerprint.DigestCache(cache_file, plugins, roles)(redis)
+    assert first == fingerprint.files_digest(redis, plugins, roles)
 
     def not_again(*_: object) -> str:
         raise AssertionError("recomputed although no file changed")
 
     monkeypatch.setattr(fingerprint, "files_digest", not_again)
-    assert fingerprint.DigestCache(cache_file, playbooks, roles)(redis) == first
+    assert fingerprint.DigestCache(cache_file, plugins, roles)(redis) == first
     monkeypatch.undo()
     task.write_text("- debug: {msg: two}\n")
     fingerprint.files_digest.cache_clear()  # (a hook run is a new process; this test is one)
-    second = fingerprint.DigestCache(cache_file, playbooks, roles)(redis)
-    assert second != first and second == fingerprint.files_digest(redis, playbooks, roles)
+    second = fingerprint.DigestCache(cache_file, plugins, roles)(redis)
+    assert second != first and second == fingerprint.files_digest(redis, plugins, roles)
 
 
 def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path) -> None:
@@ -124,20 +150,20 @@ def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_p
     and a change to their shared base re-runs every module that calls any of them."""
     import shutil
 
-    engine, playbooks = tmp_path / "installer", tmp_path / "playbooks"
+    engine, plugins = tmp_path / "installer", tmp_path / "plugins"
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "playbooks", playbooks, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "plugins", plugins, ignore=shutil.ignore_patterns("__pycache__"))
     roles = REPO / "roles"
-    before = _digests(playbooks, roles, engine)
+    before = _digests(plugins, roles, engine)
 
-    plugin = playbooks / "action_plugins" / "ks_rollout.py"
+    plugin = plugins / "action" / "ks_rollout.py"
     plugin.write_text(plugin.read_text() + "\n# changed\n")
-    after = _digests(playbooks, roles, engine)
+    after = _digests(plugins, roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]
 
     base = engine / "ansible_tasks" / "action.py"
     base.write_text(base.read_text() + "\n# changed\n")
-    again = _digests(playbooks, roles, engine)
+    again = _digests(plugins, roles, engine)
     assert {"ks-core", "monitoring", "gatekeeper", "ks-config"} <= {m for m in after if after[m] != again[m]}
 
 
@@ -163,10 +189,9 @@ TELEMETRY_ALSO = {"ansible_tasks/ks_telemetry.py", "cluster.py", "modules.py", "
 
 def test_the_ansible_side_imports_only_what_it_runs() -> None:
     from installer.fingerprint import ENGINE_DIR, code_files
-    from installer.modules import MODULES
 
     def engine_files(name: str) -> set[str]:
-        return {str(f.relative_to(ENGINE_DIR)) for f in code_files(get_module(name), REPO / "playbooks",
+        return {str(f.relative_to(ENGINE_DIR)) for f in code_files(get_module(name), REPO / "plugins",
                                                                    REPO / "roles") if f.is_relative_to(ENGINE_DIR)}
 
     others = set().union(*(engine_files(m.name) for m in MODULES if m.name != "telemetry"))
@@ -181,14 +206,14 @@ def test_an_installer_upgrade_of_the_engine_alone_reruns_nothing(tmp_path: Path)
 
     engine = tmp_path / "installer"
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
-    playbooks, roles = REPO / "playbooks", REPO / "roles"
-    before = _digests(playbooks, roles, engine)
+    plugins, roles = REPO / "plugins", REPO / "roles"
+    before = _digests(plugins, roles, engine)
     for name in ("version.py", "engine_settings.py", "welcome.py", "status.py", "reconcile.py", "plan.py",
                  "state.py", "runner.py", "forkserver.py", "hook.py", "cli.py", "fastpath.py", "executor.py"):
         (engine / name).write_text((engine / name).read_text().replace('"3.4.1"', '"9.9.9"') + "\n# changed\n")
-    assert _digests(playbooks, roles, engine) == before
+    assert _digests(plugins, roles, engine) == before
     (engine / "config" / "validate.py").write_text((engine / "config" / "validate.py").read_text() + "\n# changed\n")
-    after = _digests(playbooks, roles, engine)
+    after = _digests(plugins, roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["telemetry"]
     module = get_module("redis")
     assert module_hash(module, {"a": 1}, before["redis"]) == module_hash(module, {"a": 1}, after["redis"])

@@ -33,9 +33,8 @@ def server() -> Iterator[ForkServer]:
 
 
 def _playbook(directory: Path, tasks: list[dict]) -> Path:
-    """A playbook beside the project's callback plugins (ks_preload), as the engine's playbooks are."""
+    """A playbook in ``directory`` (its runs get the project's callback plugin, ks_preload, as the engine's do)."""
     directory.mkdir()
-    (directory / "callback_plugins").symlink_to(REPO / "playbooks" / "callback_plugins")
     path = directory / "play.yaml"
     path.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     return path
@@ -48,7 +47,8 @@ def _run(client: Path, playbook: Path, env: dict[str, str], **kwargs: object) ->
     result = ansible_runner.run(
         private_data_dir=pdd, binary=str(client), cmdline=shlex.quote(str(playbook)), quiet=True,
         inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-        envvars={"ANSIBLE_NOCOLOR": "1", **env}, event_handler=lambda e: events.append(e["event"]) or True, **kwargs)
+        envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_CALLBACK_PLUGINS": str(REPO / "plugins" / "callback"), **env},
+        event_handler=lambda e: events.append(e["event"]) or True, **kwargs)
     stdout = (Path(pdd) / "artifacts" / result.config.ident / "stdout").read_text()
     return result, stdout, events
 
@@ -157,7 +157,7 @@ pdd = str(Path(playbook).parent / mode)
 os.makedirs(pdd)
 result = ansible_runner.run(private_data_dir=pdd, binary=str(client), cmdline=shlex.quote(playbook), quiet=True,
                             inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-                            envvars={"KS_V": mode})
+                            envvars={"KS_V": mode, "ANSIBLE_CALLBACK_PLUGINS": os.environ["KS_CALLBACKS"]})
 seen["run"] = [result.status, result.rc, (Path(pdd) / "artifacts" / result.config.ident / "stdout").read_text()]
 forks.stop()
 seen["after_stop"] = [pid is not None and Path(f"/proc/{pid}").exists(), client.parent.exists()]
@@ -170,8 +170,9 @@ def _prefork(tmp_path: Path, mode: str) -> dict:
     playbook = tmp_path / "p" / "play.yaml"
     if not playbook.exists():
         _playbook(playbook.parent, [{"name": "Say", "debug": {"msg": "value={{ lookup('env', 'KS_V') }}"}}])
+    env = {**os.environ, "KS_CALLBACKS": str(REPO / "plugins" / "callback")}
     proc = subprocess.run([sys.executable, "-c", PREFORK, str(playbook), mode], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=REPO)
+                          timeout=120, check=False, cwd=REPO, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.splitlines()[-1])
 

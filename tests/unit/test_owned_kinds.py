@@ -42,6 +42,7 @@ from installer.ansible_tasks.ks_webhook_cert import ARGUMENT_SPEC as WEBHOOK_CER
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API
 from installer.manifests import KEPT_ON_UNINSTALL, PURGED_KINDS, TENANT_KINDS, load_definitions
 from installer.modules import GLOBAL_INPUTS, MODULES, Module, always, dependencies
+from installer.plays import plays_of
 from installer.spec import get, under
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,8 +220,8 @@ class Runs:
         return {name for kind, _, name in self.rendered() if kind == "v1/Namespace"}
 
 
-def _tasks(playbook: str) -> list[dict[str, Any]]:
-    play = yaml.safe_load((REPO / "playbooks" / playbook).read_text())[0]
+def _tasks(module: Module, uninstall: bool) -> list[dict[str, Any]]:
+    play = plays_of(module, uninstall)[0]
     return [{"ansible.builtin.import_role": {"name": r if isinstance(r, str) else r["role"]}}
             for r in play.get("roles", [])] + play.get("tasks", [])
 
@@ -252,8 +253,8 @@ def run_module(module: Module, installs: dict[str, dict[str, Any]], uninstalls: 
     record_failure = {"ks_failed": {"task": "{{ ansible_failed_task.name }}",
                                     "msg": "{{ ansible_failed_result.msg | default('') }}"}}
     playbook = [{"hosts": action, "gather_facts": False, "strategy": "free",
-                 "tasks": [{"block": _tasks(path), "rescue": [record_failure]}]}
-                for action, path in (("install", module.playbook), ("uninstall", module.uninstall_playbook))]
+                 "tasks": [{"block": _tasks(module, uninstall), "rescue": [record_failure]}]}
+                for action, uninstall in (("install", False), ("uninstall", True))]
     (out / "playbook.yaml").write_text(yaml.safe_dump(playbook))
     env = {**os.environ, "ANSIBLE_ROLES_PATH": str(REPO / "roles"), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_HOME": str(out / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(out / "tmp"), "ANSIBLE_FORKS": "6",

@@ -15,10 +15,11 @@ from typing import Any
 import yaml
 
 from installer import ansible_tasks
+from installer.runner import ansible_environment
 
 REPO = Path(__file__).resolve().parents[2]
-PLAYBOOKS = REPO / "playbooks"
-TASKS = sorted(p.stem for p in (PLAYBOOKS / "library").glob("ks_*.py"))
+PLUGINS = REPO / "plugins"
+TASKS = sorted(p.stem for p in (PLUGINS / "modules").glob("ks_*.py"))
 PASSWORD = "Pw-never-shown-4711"
 #: Each task with the arguments it needs; without a cluster each one fails on its credentials.
 CALLS: dict[str, dict[str, Any]] = {
@@ -73,12 +74,12 @@ def _run(play_dir: Path, out: Path, env: dict[str, str]) -> tuple[dict[str, Any]
 
 def test_every_module_has_a_same_named_action_plugin_running_its_task() -> None:
     assert sorted(CALLS) == TASKS
-    assert sorted(p.stem for p in (PLAYBOOKS / "action_plugins").glob("ks_*.py")) == TASKS
-    assert not list((REPO / "roles").glob("*/action_plugins")), "action plugins belong beside the playbooks"
+    assert sorted(p.stem for p in (PLUGINS / "action").glob("ks_*.py")) == TASKS
+    assert not list((REPO / "roles").glob("*/action_plugins")), "action plugins belong in plugins/action"
     for name in TASKS:
-        imported = {n.module for n in ast.walk(ast.parse((PLAYBOOKS / "action_plugins" / f"{name}.py").read_text()))
+        imported = {n.module for n in ast.walk(ast.parse((PLUGINS / "action" / f"{name}.py").read_text()))
                     if isinstance(n, ast.ImportFrom)} | {
-                    f"{n.module}.{a.name}" for n in ast.walk(ast.parse((PLAYBOOKS / "library" / f"{name}.py")
+                    f"{n.module}.{a.name}" for n in ast.walk(ast.parse((PLUGINS / "modules" / f"{name}.py")
                                                                        .read_text()))
                     if isinstance(n, ast.ImportFrom) and n.module == ansible_tasks.__name__ for a in n.names}
         assert f"{ansible_tasks.__name__}.{name}" in imported, name
@@ -92,23 +93,20 @@ def test_tasks_run_in_the_worker_with_the_results_of_their_modules(tmp_path: Pat
            "ANSIBLE_HOME": str(tmp_path / ".ansible"), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"),
            "ANSIBLE_REMOTE_TMP": str(tmp_path / "remote")}
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    # Beside the playbooks' plugin directories, as the engine runs them.
     actions = tmp_path / "actions"
     actions.mkdir()
-    for plugins in ("action_plugins", "callback_plugins"):
-        (actions / plugins).symlink_to(PLAYBOOKS / plugins)
     (actions / "play.yaml").write_text(play)
-    # Elsewhere, the modules alone.
     modules = tmp_path / "modules"
     modules.mkdir()
     (modules / "play.yaml").write_text(play)
 
-    in_worker, shown = _run(actions, tmp_path / "actions.json", env)
+    # With the installer's plugin settings, as the engine runs a play; then with its Ansible modules alone.
+    in_worker, shown = _run(actions, tmp_path / "actions.json", {**env, **ansible_environment(PLUGINS, tmp_path)})
     as_modules, modules_shown = _run(modules, tmp_path / "modules.json",
-                                     {**env, "ANSIBLE_LIBRARY": str(PLAYBOOKS / "library")})
+                                     {**env, "ANSIBLE_LIBRARY": str(PLUGINS / "modules")})
 
     assert not re.findall(r"Using module file \S*/ks_\w+\.py", shown), "a ks_* task ran as a module"
-    assert sorted(set(re.findall(r"Using module file \S*/library/(ks_\w+)\.py", modules_shown))) == TASKS
+    assert sorted(set(re.findall(r"Using module file \S*/modules/(ks_\w+)\.py", modules_shown))) == TASKS
     assert in_worker == as_modules
     missing = "ApiUnavailable: no Kubernetes credentials: Invalid kube-config file. No configuration found."
     for name in TASKS:
