@@ -106,9 +106,10 @@ class Takeover:
         return "\n".join(rows)
 
 
-def previewed(installer: Installer, made: V341Cluster) -> None:
+def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str] = frozenset()) -> None:
     """``plan --objects`` before the switch: every object of the original's that a module applies is shown as
-    adopted, with what the takeover removes; each module's releases to retire; no roll of kubesphere.yaml's readers
+    adopted (those of ``recreated`` as created again: a field that cannot change differs), with what the takeover
+    removes; each module's releases to retire; no roll of kubesphere.yaml's readers
     (the original's file, parsed and without the keys they read from variables, is what ks-config renders: their pods
     roll once, with ks-core's new template); nothing is changed by it."""
     versions = {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()}
@@ -119,7 +120,7 @@ def previewed(installer: Installer, made: V341Cluster) -> None:
         shown = {o["object"]: o for o in plan[module]["objects"]}
         for key in keys:
             if key in shown and made.refs[key][1] != "CustomResourceDefinition":
-                assert shown[key]["action"] == "adopt", (module, shown[key])
+                assert shown[key]["action"] == ("recreate" if key in recreated else "adopt"), (module, shown[key])
     rolls = {o["object"] for m in plan.values() for o in m["objects"] if o["action"] == "roll"}
     assert rolls == set(), rolls
     adopted = [o for m in plan.values() for o in m["objects"] if o["action"] == "adopt"]

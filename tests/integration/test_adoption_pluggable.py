@@ -7,6 +7,7 @@ namespaces would stay in the shared one."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -76,7 +77,8 @@ def test_fixture_releases_are_the_originals() -> None:
                         "first reconcile of 17 modules (no render)")
 def test_first_reconcile_takes_over_the_pluggable_modules(tmp_path: Path) -> None:
     with own_cluster(tmp_path) as (installer, sim):
-        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM, preview=previewed,
+        result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM,
+                           preview=functools.partial(previewed, recreated=PLUGGABLE_REPLACED),
                            may_restart=PLUGGABLE_ROLLS | NOT_ALIGNED, may_replace=PLUGGABLE_REPLACED)
         print("\n" + result.table())
         cc = installer.cc()
