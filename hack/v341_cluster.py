@@ -12,38 +12,22 @@ manager ``helm``, outside the release), ``kubectl label namespace``, and the ``k
 deleted on success or of a task's script. The credentials upstream generated (JWT
 key and token, redis' password, each chart's CA and serving certificate) are new values filled in at apply time.
 
-A profile without ``upstream`` is rendered from this installer's modules
-instead (``installer.render``: each module's real playbook, reading the cluster), written the way the original wrote
-them, with the real CLIs:
-
-- ``kubectl apply`` (client-side: field manager ``kubectl-client-side-apply``, the last-applied annotation) for
-  what the original applied from its templates, and ``kubectl create secret`` for the passwords it generated;
-- ``helm install`` (manager ``helm``, label ``app.kubernetes.io/managed-by: Helm``, annotations
-  ``meta.helm.sh/release-*``, record ``sh.helm.release.v1.<release>.v1``) for what it installed from charts, under
-  its release names (:data:`RELEASES`: which of a module's objects each chart held). Each release is a throwaway
-  chart that holds the rendered objects as a file (so Helm does not template them again). Custom resources and
-  CRDs are applied with kubectl before the charts (whose webhooks would check them).
-
 :data:`DEFAULT` is the default platform with redis and OpenLDAP; :data:`PLUGGABLE_UPSTREAM`: every pluggable
-module (upstream's profile ``pluggable``). Either way: the original's cc status (``status.<component>: enabled``,
-``enabledTime``), no ``ks-installer-state``; objects it made that no module makes any more (a ConfigMap, a
-ClusterRole), and one Helm release no module knows. The rendered path adds the original's credentials (a JWT key
-in ``kubesphere-secret``, a random redis password in ``redis-secret/auth``, MinIO's fixed keys, its own webhook
-serving certificates; no Secret for OpenLDAP, whose directory was initialised with the chart's ``admin``)."""
+module (upstream's profile ``pluggable``); :data:`PLUGGABLE_V332`: the same from v3.3.2. Each adds the original's cc
+status (``status.<component>: enabled``, ``enabledTime``), no ``ks-installer-state``; objects it made that no module
+makes any more (a ConfigMap, a ClusterRole), and one Helm release no module knows. :meth:`Builder.rendered` (a
+module's objects as this installer's roles render them against the cluster) and :meth:`Builder.helm_install` serve
+tests that write one release of the original's shape."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
-import secrets
-import string
 import subprocess
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,15 +41,12 @@ from simcluster import tool_path
 
 from installer import render, yaml_c
 from installer.adoption import RELEASES as ADOPTED_RELEASES
-from installer.certs import Layout, dns_names, generate
 from installer.cluster import ClusterConfigurations, cluster_facts
 from installer.config import apply_defaults
-from installer.core_secret import ADMIN_CLAIMS, DEFAULT_PASSWORD, admin_user, jwt_hs256
 from installer.engine_settings import Settings
 from installer.manifests import Obj, ident
 from installer.modules import get_module
 from installer.reconcile import Reconciler
-from installer.render_plugins import GENERATED_CA
 from installer.runner import run_variables
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 
@@ -127,88 +108,9 @@ class ClusterTarget:
 
 
 @dataclass(frozen=True)
-class Release:
-    """One of the original's Helm releases: which of its module's rendered objects (built-in kinds) the chart held."""
-
-    name: str
-    namespace: str
-    module: str
-    holds: Callable[[Obj], bool]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-def held(*namespaces: str, names: tuple[str, ...] = (), cluster: tuple[str, ...] = ()) -> Callable[[Obj], bool]:
-    """A chart's objects: those in ``namespaces`` whose name starts with one of ``names`` (any when none), and the
-    cluster-scoped ones whose name starts with one of ``cluster``."""
-    def holds(obj: Obj) -> bool:
-        meta = obj["metadata"]
-        if not meta.get("namespace"):
-            return meta["name"].startswith(cluster) if cluster else False
-        return meta["namespace"] in namespaces and (not names or meta["name"].startswith(names))
-    return holds
-
-
-def _ks_core(obj: Obj) -> bool:
-    meta = obj["metadata"]
-    if not meta.get("namespace"):
-        return meta["name"] in KS_CORE_CLUSTER_OBJECTS
-    return meta["namespace"] in (NAMESPACE, "kubesphere-controls-system") and obj["kind"] in (
-        "Deployment", "Service", "ConfigMap", "ServiceAccount", "Role", "RoleBinding", "Secret")
-
-
-#: ks-core's chart held these cluster-scoped objects (its CRDs and IAM templates were applied with kubectl).
-KS_CORE_CLUSTER_OBJECTS = {
-    "system:kubesphere-router-clusterrole", "kubesphere", "system:kubesphere-cluster-admin",
-    "system:nginx-ingress-clusterrole-nisa-binding", "cluster.kubesphere.io", "network.kubesphere.io",
-    "resourcesquotas.quota.kubesphere.io", "rulegroups.alerting.kubesphere.io",
-    "storageclass-accessor.storage.kubesphere.io", "users.iam.kubesphere.io",
-}
-#: The original's releases (upstream's charts, roughly: their namespaced objects and the cluster-scoped RBAC and
-#: webhooks that came with them). A release whose module the profile does not enable is not made.
-RELEASES: tuple[Release, ...] = (
-    Release("snapshot-controller", "kube-system", "preinstall",
-            held("kube-system", names=("snapshot-controller",), cluster=("snapshot-controller",))),
-    Release("ks-core", NAMESPACE, "ks-core", _ks_core),
-    Release("notification-manager", MONITORING, "monitoring",
-            held(MONITORING, names=("notification-manager", "zh-cn"), cluster=("notification-manager",))),
-    Release("ks-openldap", NAMESPACE, "openldap", held(NAMESPACE)),
-    Release("ks-minio", NAMESPACE, "minio", held(NAMESPACE)),
-    Release("opensearch-master", LOGGING, "opensearch", held(LOGGING, names=("opensearch-cluster-master",))),
-    Release("opensearch-data", LOGGING, "opensearch", held(LOGGING, names=("opensearch-cluster-data",))),
-    Release("opensearch-logging-curator", LOGGING, "opensearch", held(LOGGING, names=("opensearch-logging-curator",))),
-    Release("opensearch-dashboard", LOGGING, "opensearch", held(LOGGING, names=("opensearch-dashboard",))),
-    Release("logsidecar-injector", LOGGING, "logging", held(LOGGING, names=("logsidecar-injector",),
-                                                            cluster=("logsidecar-injector",))),
-    Release("ks-events", LOGGING, "events", held(LOGGING, names=("ks-events", "kube-events"),
-                                                 cluster=("ks-events", "kube-events"))),
-    Release("kube-auditing", LOGGING, "auditing", held(LOGGING, names=("kube-auditing",),
-                                                       cluster=("kube-auditing",))),
-    Release("devops", "argocd", "devops", held("argocd", cluster=("devops-argocd", "argocd"))),
-    Release("devops", "kubesphere-devops-system", "devops", held(
-        "kubesphere-devops-system", "kubesphere-devops-worker",
-        cluster=("devops-", "ks-devops", "manager-role", "manager-rolebinding", "proxy-role", "proxy-rolebinding",
-                 "mutating-webhook-configuration", "validating-webhook-configuration"))),
-    Release("jaeger-operator", "istio-system", "servicemesh", held("istio-system", names=("jaeger-operator",),
-                                                                   cluster=("jaeger-operator",))),
-    Release("kiali-operator", "istio-system", "servicemesh", held("istio-system", names=("kiali-operator",),
-                                                                  cluster=("kiali-operator",))),
-    Release("kubefed", "kube-federation-system", "multicluster", held(
-        "kube-federation-system", "kube-system", names=("kubefed",),
-        cluster=("kubefed", "system:kubefed", "mutation.core.kubefed", "validations.core.kubefed"))),
-    Release("cloudcore", "kubeedge", "edgeruntime", held("kubeedge", cluster=("cloudcore", "edgeservice",
-                                                                             "iptables-manager"))),
-    Release("gatekeeper", "gatekeeper-system", "gatekeeper", held("gatekeeper-system", cluster=("gatekeeper",))),
-)
-
-
-@dataclass(frozen=True)
 class Profile:
     """What the original installed: the cc's spec changes (``a__b=value``, over the default cc); ``upstream``: the
-    profile of tests/parity/upstream-v341 that holds upstream's own render of it (else this installer's roles
-    render it)."""
+    profile of tests/parity/upstream-<tag> that holds upstream's own render of it."""
 
     spec: dict[str, Any]
     upstream: str = ""
@@ -241,14 +143,6 @@ PLUGGABLE_UPSTREAM = Profile({
 #: upstream's v3.4.1 installer kept (status.es), so the cc has no OpenSearch dashboard to enable.
 PLUGGABLE_V332 = Profile({k: v for k, v in PLUGGABLE_UPSTREAM.spec.items() if not k.startswith("common__opensearch")},
                          upstream="pluggable", tag="v3.3.2", upstream_cc=True)
-#: Kinds that hold a webhook certificate's CA (caBundle).
-CA_KINDS = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "CustomResourceDefinition", "APIService"}
-BUILTIN_KINDS = {
-    "Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "PersistentVolumeClaim", "Deployment",
-    "StatefulSet", "DaemonSet", "Job", "CronJob", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", "PodDisruptionBudget", "APIService",
-    "ResourceQuota", "HorizontalPodAutoscaler",
-}
 #: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
 MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
 #: What the original made and no module makes now (never adopted, never deleted).
@@ -290,10 +184,6 @@ class V341Cluster:
     @property
     def modules(self) -> set[str]:
         return set(self.adopted)
-
-
-def random_letters(length: int) -> str:
-    return "".join(secrets.choice(string.ascii_letters) for _ in range(length))
 
 
 def upstream_status(spec: dict[str, Any], modules: list[str], version: str = "v3.4.1") -> dict[str, Any]:
@@ -358,76 +248,6 @@ class Builder:
         self.made.releases[f"{namespace}/{release}"] = module if (namespace, release) in ADOPTED_RELEASES else ""
 
     # -- the steps
-    def passwords(self) -> None:
-        """The passwords the original generated, with ``kubectl create secret`` (before the render, which reads
-        them): the JWT key and redis' password."""
-        key = random_letters(32)
-        self.kubectl("-n", NAMESPACE, "create", "secret", "generic", "kubesphere-secret",
-                     f"--from-literal=secret={key}", f"--from-literal=token={jwt_hs256(ADMIN_CLAIMS, key)}")
-        self.made.credentials["kubesphere-system/kubesphere-secret"] = {"secret": key}
-        self.made.adopted.setdefault("ks-core", []).append("Secret/kubesphere-system/kubesphere-secret")
-        self.made.refs["Secret/kubesphere-system/kubesphere-secret"] = ("v1", "Secret", NAMESPACE,
-                                                                       "kubesphere-secret")
-        if self.profile.spec.get("common__redis__enabled"):
-            redis = random_letters(15)
-            self.kubectl("-n", NAMESPACE, "create", "secret", "generic", "redis-secret",
-                         f"--from-literal=auth={redis}")
-            self.made.credentials["kubesphere-system/redis-secret"] = {"auth": redis}
-            self.made.adopted.setdefault("redis", []).append("Secret/kubesphere-system/redis-secret")
-            self.made.refs["Secret/kubesphere-system/redis-secret"] = ("v1", "Secret", NAMESPACE, "redis-secret")
-
-    def webhook_certs(self, calls: dict[str, list[dict[str, Any]]]) -> dict[str, Obj]:
-        """Module → the serving certificate Secret its chart held (one per ``ks_webhook_cert`` of its render)."""
-        from installer.ansible_tasks import ks_webhook_cert
-
-        certs = {}
-        for module, args_list in calls.items():
-            for params in args_list:
-                args = {k: s.get("default") for k, s in ks_webhook_cert.ARGUMENT_SPEC.items()} | params
-                layout = Layout(args["secret"], args["ca_name"], args["cert_name"], tuple(args["keys"]), args["type"])
-                data = generate(dns_names(args["service"], args["namespace"]), ca_name=layout.ca_name,
-                                cert_name=layout.cert_name)
-                certs[module] = {"apiVersion": "v1", "kind": "Secret", "type": layout.type,
-                                 "metadata": {"name": layout.secret, "namespace": args["namespace"]},
-                                 "data": layout.to_secret(data)}
-                self.made.credentials[f"{args['namespace']}/{layout.secret}"] = {
-                    layout.keys[0]: data["ca.crt"].decode()}
-        return certs
-
-    def credentials_filled(self, module: str, obj: Obj, cert: Obj | None) -> Obj:
-        """``obj`` with the values the original had where a render shows a generated one: the CA of the chart's
-        certificate in webhooks and conversion webhooks, random passwords in Secrets (their values kept)."""
-        text = json.dumps(obj)
-        if GENERATED_CA not in text:
-            return obj
-        if obj["kind"] == "Secret":
-            obj = json.loads(text)
-            values = {k: random_letters(22) for k, v in obj["data"].items() if v == GENERATED_CA}
-            obj["data"].update({k: base64.b64encode(v.encode()).decode() for k, v in values.items()})
-            self.made.credentials[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = values
-            return obj
-        assert cert is not None and obj["kind"] in CA_KINDS, f"{module}: {ident(obj)} holds a generated value"
-        return json.loads(text.replace(GENERATED_CA, _ca(cert)))
-
-    def random_secrets(self, module: str, run: render.Rendered, rendered: list[Obj]) -> list[Obj]:
-        """The Secrets of the module's random passwords that its chart held (not rendered: the module makes them
-        itself). Redis' was created with kubectl, OpenLDAP had none and MinIO's keys were fixed."""
-        if module in ("redis", "openldap", "minio"):
-            return []
-        names = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in rendered if o["kind"] == "Secret"}
-        out: dict[tuple[str, str], Obj] = {}
-        for call in run.calls_of("ks_random_secret"):
-            args = call["args"]
-            if (args["namespace"], args["name"]) in names:
-                continue
-            secret = out.setdefault((args["namespace"], args["name"]), {
-                "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": args["name"], "namespace": args["namespace"]}, "data": {}})
-            value = random_letters(int(args.get("length") or 20))
-            secret["data"][args["key"]] = base64.b64encode(value.encode()).decode()
-            self.made.credentials.setdefault(f"{args['namespace']}/{args['name']}", {})[args["key"]] = value
-        return list(out.values())
-
     def cc(self, fixture: upstream_fixture.Fixture | None = None) -> dict[str, Any]:
         """Apply the cc (``kubectl apply``, as users did, for the tag's own) and return it."""
         if fixture is None or not self.profile.upstream_cc:
@@ -463,67 +283,7 @@ class Builder:
         return {name: run.objects() for name, run in self.render(cc, only)[0].items()}
 
     def build(self) -> V341Cluster:
-        if self.profile.upstream:
-            return self.build_upstream()
-        begin = time.monotonic()
-        cc = self.cc()
-        self.passwords()
-        # DevOps read MinIO's keys, and so does its render; the chart of ks-minio held them (installed below).
-        minio = get_module("minio").enabled(cc["spec"])
-        if minio:
-            self.kubectl("create", "-f", "-", input=json.dumps(_minio_secret()))
-        runs, spec = self.render(cc)
-        if minio:
-            self.kubectl("-n", NAMESPACE, "delete", "secret", "minio")
-        self.made.seconds["render"] = time.monotonic() - begin
-        certs = self.webhook_certs({m: [c["args"] for c in run.calls_of("ks_webhook_cert")]
-                                    for m, run in runs.items()})
-        releases = [r for r in RELEASES if r.module in runs]
-        first: list[Obj] = []  # namespaces and CRDs
-        plain: list[Obj] = [LEFTOVER, CLUSTER_LEFTOVER]  # kubectl apply
-        custom: list[Obj] = []  # custom resources, before the charts' webhooks
-        charts: dict[Release, list[Obj]] = {r: [] for r in releases}
-        for module, run in runs.items():
-            objects = [self.credentials_filled(module, o, certs.get(module)) for o in run.objects()]
-            objects += [c for c in [certs.get(module), *self.random_secrets(module, run, objects)] if c]
-            if module == "minio":  # upstream's fixed keys; its bucket Job was a Helm hook, deleted once done
-                objects = [o for o in objects if o["kind"] != "Job"] + [_minio_secret()]
-                self.made.credentials[f"{NAMESPACE}/minio"] = dict(MINIO_KEYS)
-            for obj in objects:
-                if obj["kind"] != "Namespace":
-                    self.made.adopted.setdefault(module, []).append(ident(obj))
-                release = next((r for r in releases if r.module == module and r.holds(obj)), None)
-                if obj["kind"] in ("Namespace", "CustomResourceDefinition"):
-                    if ident(obj) not in {ident(o) for o in first}:
-                        first.append(obj)
-                elif obj["kind"] not in BUILTIN_KINDS:
-                    custom.append(obj)
-                elif release:
-                    charts[release].append(obj)
-                else:
-                    plain.append(obj)
-        status = upstream_status(spec, list(runs))
-        self.target.patch_status(status)
-        self.made.status = status
-        begin = time.monotonic()
-        self.apply(first, "first")
-        crds = [o["metadata"]["name"] for o in first if o["kind"] == "CustomResourceDefinition"]
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in crds])
-        # The admin User the original's chart made (the default password's hash), and the other custom resources;
-        # then the charts (their webhooks would check the custom resources). Independent steps run side by side.
-        custom.append(admin_user(DEFAULT_PASSWORD, {}))
-        with ThreadPoolExecutor(max_workers=6) as pool:
-            list(pool.map(lambda args: self.apply(*args), [(plain, "plain"), (custom, "custom")]))
-            installs = [(r.name, r.namespace, objs, r.module) for r, objs in charts.items() if objs]
-            list(pool.map(lambda args: self.helm_install(*args),
-                          [*installs, (*UNKNOWN_RELEASE, [UNKNOWN_OBJECT], "")]))
-        self.made.seconds["apply"] = time.monotonic() - begin
-        for obj in [*first, *plain, *custom, *(o for objs in charts.values() for o in objs), UNKNOWN_OBJECT]:
-            meta = obj["metadata"]
-            self.made.refs[ident(obj)] = (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
-        self.settle()
-        self.made.objects = {key: uid for key, ref in self.made.refs.items() if (uid := self.uid(ref))}
-        return self.made
+        return self.build_upstream()
 
     def build_upstream(self) -> V341Cluster:
         """The cluster from upstream's own render (tests/parity/upstream-v341), applied step by step as upstream's
@@ -677,17 +437,6 @@ def dynamic(api: client.ApiClient) -> DynamicClient:
     if api not in _DYNAMIC:
         _DYNAMIC[api] = DynamicClient(api)
     return _DYNAMIC[api]
-
-
-def _ca(secret: Obj) -> str:
-    """The base64 CA certificate of a serving certificate Secret (its first key, by the layouts' order)."""
-    return next(iter(secret["data"].values()))
-
-
-def _minio_secret() -> Obj:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": "minio", "namespace": NAMESPACE},
-            "data": {k: base64.b64encode(v.encode()).decode() for k, v in MINIO_KEYS.items()}}
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import upstream_fixture
-from v341_cluster import PLUGGABLE_UPSTREAM, RELEASES, UPSTREAM_ROLLS
+from v341_cluster import PLUGGABLE_UPSTREAM, UPSTREAM_ROLLS
 
 from installer.adoption import RELEASES as ADOPTED_RELEASES
 from installer.config import apply_defaults
@@ -63,9 +63,8 @@ NOT_ALIGNED = frozenset({
 
 
 def test_fixture_releases_are_the_originals() -> None:
-    """Each release either fixture makes is one the installer retires, for the same module."""
+    """Each release the fixture makes is one the installer retires, for the same module."""
     adopted = {f"{ns}/{name}": m for (ns, name), m in ADOPTED_RELEASES.items()}
-    assert {r.key: r.module for r in RELEASES}.items() <= adopted.items()
     fixture = upstream_fixture.load("pluggable")
     upstream = {f"{s.namespace}/{s.release}": m for m, steps in fixture.modules.items() for s in steps
                 if s.how == "helm"}
