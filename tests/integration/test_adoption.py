@@ -78,6 +78,14 @@ def own_cluster(work: Path) -> Iterator[tuple[Installer, SimCluster]]:
             api.close()
 
 
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Installer, SimCluster]]:
+    """The installer with no state over a cluster of the test's own (the takeover leaves the original's objects and
+    namespaces behind, which no later test of a shared cluster expects)."""
+    with own_cluster(tmp_path) as made:
+        yield made
+
+
 @dataclass
 class Takeover:
     """What a first reconcile over the fixture did, per module (the closing figures)."""
