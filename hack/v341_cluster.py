@@ -3,7 +3,7 @@ and by the demo (``hack/demo.py up --from-v341``).
 
 A :class:`Profile` with ``upstream`` (:data:`DEFAULT`) is made of upstream v3.4.1's own objects: the committed render
 of tests/parity/upstream-v341/<profile> (``hack/upstream_render.py``: the tag's templates with Ansible's variables,
-its charts with ``helm template``), applied step by step as upstream's tasks did (:meth:`Builder.build_upstream`):
+its charts with ``helm template``), applied step by step as upstream's tasks did (:meth:`Builder.build`):
 ``kubectl create namespace`` and ``kubectl label``, ``kubectl create`` for the Secrets it made from literals,
 ``kubectl apply`` (client-side; server-side for the CRDs too long for the last-applied annotation, as its fallback),
 ``helm install`` under upstream's release names of a chart holding the rendered objects (so Helm does not template
@@ -283,9 +283,6 @@ class Builder:
         return {name: run.objects() for name, run in self.render(cc, only)[0].items()}
 
     def build(self) -> V341Cluster:
-        return self.build_upstream()
-
-    def build_upstream(self) -> V341Cluster:
         """The cluster from upstream's own render (tests/parity/upstream-v341), applied step by step as upstream's
         tasks did (:data:`upstream_fixture.HOW`), with new generated credentials."""
         begin = time.monotonic()

@@ -20,13 +20,9 @@ from typing import Any
 
 from installer import yaml_c
 from installer.modules import Module
-from installer.plays import file_name, play_text
+from installer.plays import ACTION_DIR, LIBRARY_DIR, file_name, play_text, plays_of
 from installer.spec import Spec, get
 
-#: The installer's Ansible modules, in the plugins directory.
-LIBRARY_DIR = "modules"
-#: Action plugins named like the modules they run in Ansible's own process (the same task code).
-ACTION_DIR = "action"
 ENGINE_PACKAGE = "installer"
 ENGINE_DIR = Path(__file__).resolve().parent
 _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
@@ -153,7 +149,7 @@ def code_files(module: Module, plugins_dir: Path, roles_dir: Path, engine_dir: P
                plays_dir: Path | None = None) -> list[Path]:
     """The files the module's install play runs: roles, Ansible modules, the action plugins that run them and the
     engine code they import (``plays_dir``: see installer.plays)."""
-    plays = yaml_c.load(play_text(module, plays_dir=plays_dir))
+    plays = plays_of(module, plays_dir=plays_dir)
     roles = [roles_dir / r for r in roles_used(plays, roles_dir)]
     library = library_used(plays, roles, plugins_dir / LIBRARY_DIR)
     actions = [a for m in library if (a := plugins_dir / ACTION_DIR / m.name).is_file()]

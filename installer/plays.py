@@ -17,6 +17,9 @@ from installer.modules import Module
 
 DEFAULTS_ROLE = "kubesphere-defaults"
 """The role every play runs first: the image catalogue and the defaults the module roles read."""
+#: The installer's Ansible plugins, by kind, under its plugins directory (``KS_PLUGINS_DIR``): the ``ks_*`` task
+#: modules, the action plugins that run them in Ansible's worker, and the callback plugin (ks_preload).
+LIBRARY_DIR, ACTION_DIR, CALLBACK_DIR = "modules", "action", "callback"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -49,14 +52,21 @@ def dump(plays: list[dict[str, Any]]) -> str:
 
 def play_text(module: Module, uninstall: bool = False, plays_dir: Path | None = None) -> str:
     """The playbook text that runs: ``plays_dir``'s file for the module when there is one, else the generated."""
+    replaced = _replacing(module, uninstall, plays_dir)
+    return replaced.read_text() if replaced else dump(generated(module, uninstall))
+
+
+def _replacing(module: Module, uninstall: bool, plays_dir: Path | None) -> Path | None:
+    """``plays_dir``'s file for the module, when there is one."""
     if plays_dir is not None and (replaced := plays_dir / file_name(module, uninstall)).is_file():
-        return replaced.read_text()
-    return dump(generated(module, uninstall))
+        return replaced
+    return None
 
 
 def plays_of(module: Module, uninstall: bool = False, plays_dir: Path | None = None) -> list[dict[str, Any]]:
-    """The plays that run (:func:`play_text`, parsed)."""
-    return yaml.safe_load(play_text(module, uninstall, plays_dir))
+    """The plays that run: ``plays_dir``'s file for the module, parsed, else the generated."""
+    replaced = _replacing(module, uninstall, plays_dir)
+    return yaml.safe_load(replaced.read_text()) if replaced else generated(module, uninstall)
 
 
 def write_playbook(directory: Path, module: Module, uninstall: bool = False, plays_dir: Path | None = None) -> Path:

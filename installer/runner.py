@@ -29,7 +29,7 @@ from installer.forkserver import SERVER
 from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_notes
 from installer.modules import get_module
 from installer.plan import Action, Step
-from installer.plays import write_playbook
+from installer.plays import ACTION_DIR, CALLBACK_DIR, LIBRARY_DIR, write_playbook
 from installer.settings import NAMESPACE
 from installer.version import INSTALLER_VERSION
 
@@ -222,9 +222,9 @@ def ansible_environment(plugins_dir: Path, work: Path) -> dict[str, str]:
     """The Ansible settings of every playbook run (a module's run and a render), with its files in ``work`` and the
     installer's plugins from ``plugins_dir`` (the roles path is each caller's: ansible-runner's ``roles_path``)."""
     return {
-        "ANSIBLE_LIBRARY": str(plugins_dir / "modules"),
-        "ANSIBLE_ACTION_PLUGINS": str(plugins_dir / "action"),
-        "ANSIBLE_CALLBACK_PLUGINS": str(plugins_dir / "callback"),
+        "ANSIBLE_LIBRARY": str(plugins_dir / LIBRARY_DIR),
+        "ANSIBLE_ACTION_PLUGINS": str(plugins_dir / ACTION_DIR),
+        "ANSIBLE_CALLBACK_PLUGINS": str(plugins_dir / CALLBACK_DIR),
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_HOME": str(work / ".ansible"),
         "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
