@@ -3,9 +3,9 @@
 # cluster's binaries (built once, cached) and the test suite. The session-scoped pytest fixture starts a simulated
 # cluster per worker and stops it afterwards.
 #
-#   hack/test.sh                 the whole suite: the tests that need no cluster run while the binaries build,
-#                                then the cluster tests and those that need a built CLI (marker `tools`);
-#                                prints the build's and each phase's time
+#   hack/test.sh                 the whole suite: the tests that need no cluster (niced) beside the build of the
+#                                binaries and then beside the cluster tests and those that need a built CLI
+#                                (marker `tools`); prints the build's and each phase's time
 #   hack/test.sh ARGS...         pytest ARGS (after the build), e.g. hack/test.sh tests/unit -q
 #
 # Every run prints the 15 slowest tests and the 10 that used the most CPU; a test over its budget (KS_TEST_CEILING
@@ -33,32 +33,37 @@ if [ $# -gt 0 ]; then
   exec "${pytest[@]}" "${workers[@]}" "$@"
 fi
 
-# The whole suite. The binaries build in the background while the tests that need no cluster run (a cached build
-# returns at once). The cluster tests wait for the build, the tests that need no cluster for nothing: those run at a
-# lower priority (nice), so a cold build takes the cores it can use and they fill the rest, instead of both running
-# at half speed.
+# The whole suite. The tests that need no cluster start at once, at a lower priority (nice), and run to their end
+# beside the build of the simulated cluster's binaries and then beside the cluster tests: those spend part of their
+# time waiting on the API, and the niced tests take the cores only then (a cold build and the cluster tests get
+# them first). Their output is kept apart and shown when they end.
+unit_log=$(mktemp -t ks-unit-tests.XXXXXX)
 build_log=$(mktemp -t ks-build-tools.XXXXXX)
 build_start=$SECONDS
-bash hack/build-tools.sh >"$build_log" 2>&1 &
-build_pid=$!
-unit_rc=0
-nice -n 10 "${pytest[@]}" "${workers[@]}" -m "not cluster and not tools" -q -rs || unit_rc=$?
-unit_time=$((SECONDS - build_start))
+# In a session of its own, so that whatever way this script ends, it ends them all (trap below).
+setsid bash -c 'start=$SECONDS; rc=0; nice -n 10 "${@:2}" >"$1" 2>&1 || rc=$?; echo "$rc $((SECONDS - start))" >"$1.done"' \
+  unit "$unit_log" "${pytest[@]}" "${workers[@]}" -m "not cluster and not tools" -q -rs &
+unit_pid=$!
+trap 'kill -- -"$unit_pid" 2>/dev/null || true' EXIT
 build_rc=0
-wait "$build_pid" || build_rc=$?
+bash hack/build-tools.sh >"$build_log" 2>&1 || build_rc=$?
 build_time=$((SECONDS - build_start))
 if [ "$build_rc" -ne 0 ]; then
   cat "$build_log" >&2
   echo "[test] building the simulated cluster's binaries failed ($build_rc)" >&2
   exit "$build_rc"
 fi
-echo "[test] binaries ready after ${build_time}s (built beside the tests that need no cluster: ${unit_time}s)" >&2
+echo "[test] binaries ready after ${build_time}s (the tests that need no cluster run beside, niced)" >&2
 cluster_start=$SECONDS
 cluster_rc=0
 "${pytest[@]}" "${workers[@]}" -m "cluster or tools" -q -rs || cluster_rc=$?
 cluster_time=$((SECONDS - cluster_start))
-echo "[test] build ${build_time}s (the tests that need no cluster beside it: ${unit_time}s); cluster and tools tests" \
-  "${cluster_time}s; total $((SECONDS - start))s (setup and lint $((build_start - start))s)" >&2
+wait "$unit_pid" || true
+read -r unit_rc unit_time <"$unit_log.done" || { unit_rc=1; unit_time=$((SECONDS - build_start)); }
+echo "[test] the tests that need no cluster (run beside the build and the cluster tests):" >&2
+cat "$unit_log"
+echo "[test] build ${build_time}s; the tests that need no cluster ${unit_time}s from the start of the build;" \
+  "cluster and tools tests ${cluster_time}s; total $((SECONDS - start))s (setup and lint $((build_start - start))s)" >&2
 if [ "$unit_rc" -ne 0 ]; then
   echo "[test] the tests that need no cluster failed (exit $unit_rc; see above)" >&2
   exit "$unit_rc"

@@ -269,7 +269,8 @@ def configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The tests that used the most CPU, beside pytest's slowest (``--durations``)."""
+    """The tests that used the most CPU (``KS_BUDGET_SHOWN`` of them, 10 unless set), beside pytest's slowest
+    (``--durations``)."""
     measured = []
     for reports in terminalreporter.stats.values():
         for report in reports:
@@ -279,5 +280,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not measured:
         return
     terminalreporter.write_sep("=", f"budget: most CPU (ceiling {CEILING_SECONDS:g}s)")
-    for cpu, wall, nodeid in sorted(measured, reverse=True)[:10]:
+    for cpu, wall, nodeid in sorted(measured, reverse=True)[:int(os.environ.get("KS_BUDGET_SHOWN", "10"))]:
         terminalreporter.write_line(f"{cpu:8.1f} CPU-s {wall:8.1f}s wall  {nodeid}")

@@ -66,10 +66,10 @@ class Installer:
             raise AssertionError(f"reconcile crashed ({proc.returncode}):\n{proc.stderr[-4000:]}")
         return proc
 
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """``python -m installer <args>`` against the simulated cluster."""
         return subprocess.run([*ENGINE, *args], env=self.environ(), capture_output=True,
-                              text=True, timeout=120, check=False)
+                              text=True, timeout=timeout, check=False)
 
     def reconcile_ok(self) -> list[str]:
         """One successful reconcile; the modules it ran, which must be those ``plan`` said it would run."""

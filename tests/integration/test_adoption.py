@@ -121,7 +121,8 @@ def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str]
     (the original's file, parsed and without the keys they read from variables, is what ks-config renders: their pods
     roll once, with ks-core's new template); nothing is changed by it."""
     versions = {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()}
-    proc = installer.cli("plan", "--objects", "-o", "json")
+    # Every module's dry run over hundreds of found objects: a minute on an idle machine, more on a loaded one.
+    proc = installer.cli("plan", "--objects", "-o", "json", timeout=900)
     assert proc.returncode == 1, proc.stderr[-3000:]
     plan = {m["module"]: m for m in json.loads(proc.stdout)["modules"]}
     for module, keys in made.adopted.items():
