@@ -5,18 +5,14 @@ and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation), ``kube
 ``helm``, label ``app.kubernetes.io/managed-by: Helm``, annotations ``meta.helm.sh/release-*`` and one release
 record Secret per revision). On the first reconcile each module applies its objects over what is there:
 
-- **Fields** (:func:`take_over`, called by :class:`installer.manifests.Manifests` and the credential writers before
-  their server-side apply of an object that exists without the module's label): the fields those managers own are
-  moved to the installer's ``Apply`` entry in one JSON patch of ``metadata.managedFields`` guarded by the
-  object's resourceVersion (what client-go's ``csaupgrade.UpgradeManagedFields`` does). The apply that follows
-  then removes the fields only they owned and the installer does not set (the last-applied annotation, Helm's
-  annotations) and keeps every other value. Controllers' entries (kube-controller-manager, the operators) are
-  left alone. Nothing is deleted; a workload whose pod template the apply leaves as it was is not restarted.
+- **Fields** (installer.field_takeover, in the module's run): the fields those managers own move to the installer's
+  server-side apply entry; nothing is deleted, and a workload whose pod template stays as it was is not restarted.
 - **Helm releases** (:func:`retire_releases`, after the module's run succeeded): the release record Secrets of
-  the releases the module took over are deleted, never their objects, so ``helm list`` no longer shows them and a
-  ``helm uninstall`` can no longer delete what the module now owns.
-- **Credentials**: the generated Secrets keep the values they have (installer.random_secret, installer.core_secret,
-  installer.certs); :class:`Takeover` logs which ones a module found (names and key names, never values).
+  the releases the module took over (the registry's ``Module.releases``) are deleted, never their objects, so
+  ``helm list`` no longer shows them and a ``helm uninstall`` can no longer delete what the module now owns.
+- **Credentials** (the registry's ``Module.credentials``): the generated Secrets keep the values they have
+  (installer.random_secret, installer.core_secret, installer.certs); :class:`Takeover` logs which ones a module
+  found (names and key names, never values).
 - **What no module makes** (:func:`leftovers`): objects in the KubeSphere namespaces that carry kubectl's
   last-applied annotation or Helm's label and no module label, and Helm releases no module takes over, are
   logged and listed in ``status.adoption``; they are never deleted.
@@ -24,8 +20,6 @@ record Secret per revision). On the first reconcile each module applies its obje
 
 from __future__ import annotations
 
-import copy
-import datetime as dt
 import json
 import logging
 from collections.abc import Iterator
@@ -34,57 +28,17 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.foreign import is_ours
-from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
+from installer.field_takeover import HELM_LABEL, LAST_APPLIED
+from installer.modules import MODULES
+from installer.settings import MODULE_LABEL, NAMESPACE
 
 log = logging.getLogger("installer")
 
-#: The field managers of the original installer's writes (``kubectl apply``/``create``, Helm 3). Entries of
-#: other managers (controllers, operators, users' ``kubectl edit``) keep their fields.
-LEGACY_MANAGERS = frozenset({"kubectl-client-side-apply", "kubectl-create", "kubectl", "helm"})
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-HELM_LABEL = ("app.kubernetes.io/managed-by", "Helm")
-JSON_PATCH = "application/json-patch+json"
-
-#: The original's Helm releases, ``(namespace, release)`` → the module that makes their objects now (and those of
-#: older installers it may have left: metrics-server's, KubeEdge's chart 0.1.0 ``kubeedge``).
-RELEASES: dict[tuple[str, str], str] = {
-    ("kube-system", "snapshot-controller"): "preinstall",
-    ("kube-system", "metrics-server"): "metrics_server",
-    ("kubesphere-system", "ks-core"): "ks-core",
-    ("kubesphere-system", "ks-redis"): "redis",
-    ("kubesphere-system", "ks-openldap"): "openldap",
-    ("kubesphere-system", "ks-minio"): "minio",
-    ("kubesphere-monitoring-system", "notification-manager"): "monitoring",
-    ("kubesphere-monitoring-system", "gpu-dcgm-exporter"): "monitoring",
-    ("kubesphere-logging-system", "opensearch-master"): "opensearch",
-    ("kubesphere-logging-system", "opensearch-data"): "opensearch",
-    ("kubesphere-logging-system", "opensearch-logging-curator"): "opensearch",
-    ("kubesphere-logging-system", "opensearch-dashboard"): "opensearch",
-    ("kubesphere-logging-system", "elasticsearch-logging-curator"): "opensearch",
-    ("kubesphere-logging-system", "logsidecar-injector"): "logging",
-    ("kubesphere-logging-system", "ks-events"): "events",
-    ("kubesphere-logging-system", "kube-auditing"): "auditing",
-    ("kubesphere-devops-system", "devops"): "devops",
-    ("argocd", "devops"): "devops",
-    ("istio-system", "jaeger-operator"): "servicemesh",
-    ("istio-system", "kiali-operator"): "servicemesh",
-    ("kube-federation-system", "kubefed"): "multicluster",
-    ("kubeedge", "cloudcore"): "edgeruntime",
-    ("kubeedge", "kubeedge"): "edgeruntime",
-    ("gatekeeper-system", "gatekeeper"): "gatekeeper",
-}
-
-#: The Secrets holding credentials that each module's generators keep (the original's values stay in use).
-CREDENTIALS: dict[str, tuple[tuple[str, str], ...]] = {
-    "ks-core": ((NAMESPACE, "kubesphere-secret"), (NAMESPACE, "ks-controller-manager-webhook-cert")),
-    "redis": ((NAMESPACE, "redis-secret"),),
-    "openldap": ((NAMESPACE, "openldap-secret"),),
-    "minio": ((NAMESPACE, "minio"),),
-    "monitoring": (("kubesphere-monitoring-system", "notification-manager-webhook-server-cert"),),
-    "opensearch": (("kubesphere-logging-system", "opensearch-credentials"),),
-    "devops": (("kubesphere-devops-system", "devops-jenkins"),),
-}
+#: The original's Helm releases, ``(namespace, release)`` → the module that makes their objects now (the registry's
+#: ``Module.releases``).
+RELEASES: dict[tuple[str, str], str] = {release: m.name for m in MODULES for release in m.releases}
+#: The Secrets holding credentials that each module's generators keep (the registry's ``Module.credentials``).
+CREDENTIALS: dict[str, tuple[tuple[str, str], ...]] = {m.name: m.credentials for m in MODULES if m.credentials}
 
 #: The namespaces the original created for KubeSphere (where its leftovers are looked for).
 NAMESPACES = (
@@ -114,66 +68,6 @@ CLUSTER_LEFTOVER_KINDS = (
 OWN_PREFIX = "ks-installer"
 
 
-def now_rfc3339(ahead: float = 0) -> str:
-    """The time now (plus ``ahead`` seconds) as managedFields entries and the status write it."""
-    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=ahead)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def legacy_entries(meta: dict[str, Any]) -> list[dict[str, Any]]:
-    """The managedFields entries of the original installer's writes (not of a subresource)."""
-    return [e for e in meta.get("managedFields") or [] if e.get("manager") in LEGACY_MANAGERS
-            and e.get("operation") == "Update" and not e.get("subresource")]
-
-
-def merge_fields(into: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    """The union of two ``FieldsV1`` trees (``into`` is changed and returned)."""
-    for key, value in other.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            merge_fields(into[key], value)
-        elif key not in into or not into[key]:
-            into[key] = copy.deepcopy(value)
-    return into
-
-
-def upgraded(meta: dict[str, Any], api_version: str) -> list[dict[str, Any]] | None:
-    """``metadata.managedFields`` with the legacy managers' fields moved into the installer's ``Apply`` entry
-    (None when there is nothing to move)."""
-    entries = meta.get("managedFields") or []
-    legacy = legacy_entries(meta)
-    if not legacy:
-        return None
-    ours = next((e for e in entries if is_ours(e)), None)
-    fields: dict[str, Any] = copy.deepcopy((ours or {}).get("fieldsV1") or {})
-    for entry in legacy:
-        merge_fields(fields, entry.get("fieldsV1") or {})
-    entry = {"manager": FIELD_MANAGER, "operation": "Apply",
-             "apiVersion": (ours or {}).get("apiVersion") or api_version, "time": now_rfc3339(),
-             "fieldsType": "FieldsV1", "fieldsV1": fields}
-    out = [e for e in entries if e is not ours and not any(e is x for x in legacy)]
-    return [*out, entry]
-
-
-#: Labels the API server sets itself (a Namespace's name): an apply's managed fields name them, no apply removes them.
-SERVER_SET_LABELS = frozenset({"kubernetes.io/metadata.name"})
-
-
-def dropped_by_takeover(live: dict[str, Any], body: dict[str, Any]) -> list[str]:
-    """The labels and annotations of ``live`` that only the original's managers own and ``body`` (what the
-    installer applies) does not set: what the takeover's apply removes, as ``metadata.<labels|annotations>.<key>``."""
-    meta, ours = live.get("metadata") or {}, body.get("metadata") or {}
-    owned: dict[str, set[str]] = {"labels": set(), "annotations": set()}
-    others: dict[str, set[str]] = {"labels": set(), "annotations": set()}
-    for entry in meta.get("managedFields") or []:
-        fields = (entry.get("fieldsV1") or {}).get("f:metadata") or {}
-        into = owned if entry in legacy_entries(meta) else others
-        for part in into:
-            into[part] |= {k[2:] for k in fields.get(f"f:{part}") or {} if k.startswith("f:")}
-    return [f"metadata.{part}.{key}" for part in ("labels", "annotations")
-            for key in sorted(owned[part] - others[part])
-            if key in (meta.get(part) or {}) and key not in (ours.get(part) or {})
-            and not (part == "labels" and key in SERVER_SET_LABELS)]
-
-
 def release_records(api: client.ApiClient, module: str) -> Iterator[tuple[str, list[Any]]]:
     """``namespace/release`` and the release record Secrets of each of the original's Helm releases that
     ``module`` takes over (no records: the release is not there)."""
@@ -193,27 +87,6 @@ def release_records(api: client.ApiClient, module: str) -> Iterator[tuple[str, l
 def releases_to_retire(api: client.ApiClient, module: str) -> list[str]:
     """``namespace/release`` of the original's Helm releases that ``module``'s install retires (read only)."""
     return [release for release, records in release_records(api, module) if records]
-
-
-def take_over(res: Any, meta: dict[str, Any], api_version: str, attempts: int = 5) -> list[str]:
-    """Move the fields the original's managers own on the object (``meta``: its live metadata) to the installer
-    (``res``: its DynamicClient resource); returns the managers whose fields moved. One JSON patch guarded by the
-    resourceVersion; when the object changed meanwhile it is read again."""
-    for _ in range(attempts):
-        fields = upgraded(meta, api_version)
-        if fields is None:
-            return []
-        managers = sorted({e["manager"] for e in legacy_entries(meta)})
-        patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
-                 {"op": "replace", "path": "/metadata/managedFields", "value": fields}]
-        try:
-            res.patch(body=patch, name=meta["name"], namespace=meta.get("namespace"), content_type=JSON_PATCH)
-            return managers
-        except ApiException as exc:
-            if exc.status not in (409, 422):
-                raise
-        meta = res.get(name=meta["name"], namespace=meta.get("namespace")).to_dict()["metadata"]
-    raise RuntimeError(f"{meta['name']}: changed by others while its fields were being taken over")
 
 
 def retire_releases(api: client.ApiClient, module: str) -> list[str]:

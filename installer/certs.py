@@ -29,8 +29,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.adoption import take_over
 from installer.credentials import Refused, public_key_problem, type_problem
+from installer.field_takeover import take_over
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "ks-controller-manager-webhook-cert"

@@ -26,8 +26,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.adoption import LAST_APPLIED, take_over
 from installer.credentials import OPAQUE, Refused, admin_password_problem, decoded, jwt_key_problem, type_problem
+from installer.field_takeover import LAST_APPLIED, take_over
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL, NAMESPACE
 
 SECRET_NAME = "kubesphere-secret"

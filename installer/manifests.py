@@ -31,7 +31,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer import yaml_c
-from installer.adoption import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
+from installer.field_takeover import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
 from installer.foreign import TAKEN_OVER_KINDS, clean, eviction, is_ours
 from installer.ownership import why_spared
 from installer.settings import (

@@ -173,6 +173,9 @@ def _devops_images(spec: Spec) -> tuple[str, ...]:
     return ("devops_apiserver", "devops_controller", "devops_tools", "jenkins", "jnlp_slave", "s2ioperator", "s2irun",
             *_DEVOPS_BUILDERS, *(f"{b}_podman" for b in _DEVOPS_BUILDERS), *_S2I_TEMPLATE_IMAGES, *argocd)
 
+#: Namespaces the registry's release and credential entries name.
+_SYSTEM, _LOGGING, _MONITORING = "kubesphere-system", "kubesphere-logging-system", "kubesphere-monitoring-system"
+
 
 @dataclass(frozen=True)
 class Module:
@@ -205,6 +208,12 @@ class Module:
     for modules whose variants deploy different images (``python -m installer images``)."""
     role: str = ""
     """The role under roles/ that installs it (its ``tasks/uninstall.yaml`` removes it); the module's name if empty."""
+    releases: tuple[tuple[str, str], ...] = ()
+    """``(namespace, release)`` of the Helm releases an earlier installer (v3.4.1, v3.3.x, older ones it left) made of
+    this module's objects: its first successful run retires them (installer.adoption)."""
+    credentials: tuple[tuple[str, str], ...] = ()
+    """``(namespace, name)`` of the Secrets whose values its generators keep when found (a takeover keeps the original's
+    passwords, keys and certificates; installer.adoption names those it found)."""
 
     def __post_init__(self) -> None:
         if not self.role:
@@ -229,20 +238,28 @@ class Module:
 
 MODULES: tuple[Module, ...] = (
     Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True,
-           core_phase=True, images=("snapshot_controller",)),
+           core_phase=True, images=("snapshot_controller",),
+           releases=(("kube-system", "snapshot-controller"),)),
     Module("metrics_server", flag("metrics_server.enabled"),
            ("metrics_server.nodeSelector", "metrics_server.tolerations", "metrics_server.affinity"), ("preinstall",),
-           status_key="metricsServer", core_phase=True, images=("metrics_server",), role="metrics-server"),
+           status_key="metricsServer", core_phase=True, images=("metrics_server",), role="metrics-server",
+           releases=(("kube-system", "metrics-server"),)),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
-           status_key="redis", core_phase=True, images=_redis_images),
+           status_key="redis", core_phase=True, images=_redis_images,
+           releases=((_SYSTEM, "ks-redis"),), credentials=((_SYSTEM, "redis-secret"),)),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap",
-           core_phase=True, images=("openldap",)),
+           core_phase=True, images=("openldap",),
+           releases=((_SYSTEM, "ks-openldap"),), credentials=((_SYSTEM, "openldap-secret"),)),
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
-           core_phase=True, images=("minio", "mc")),
+           core_phase=True, images=("minio", "mc"),
+           releases=((_SYSTEM, "ks-minio"),), credentials=((_SYSTEM, "minio"),)),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
            ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator)),
-           core_phase=True, images=_opensearch_images),
+           core_phase=True, images=_opensearch_images,
+           releases=tuple((_LOGGING, r) for r in ("opensearch-master", "opensearch-data", "opensearch-logging-curator",
+                                                  "opensearch-dashboard", "elasticsearch-logging-curator")),
+           credentials=((_LOGGING, "opensearch-credentials"),)),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
            core_phase=True, images=("fluentbit_operator", "fluent_bit", "docker")),
@@ -254,7 +271,9 @@ MODULES: tuple[Module, ...] = (
            ("preinstall", "redis", "openldap"), status_key="core", console=True, core_phase=True,
            images=("ks_apiserver", "ks_console", "ks_controller_manager", "nginx_ingress_controller",
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
-                   "bookinfo_ratings_v1")),
+                   "bookinfo_ratings_v1"),
+           releases=((_SYSTEM, "ks-core"),),
+           credentials=((_SYSTEM, "kubesphere-secret"), (_SYSTEM, "ks-controller-manager-webhook-cert"))),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
@@ -268,24 +287,32 @@ MODULES: tuple[Module, ...] = (
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass", "servicemesh.enabled"),
            ("preinstall",), after=("servicemesh",), status_key="monitoring", images=_monitoring_images,
-           role="ks-monitor"),
+           role="ks-monitor",
+           releases=((_MONITORING, "notification-manager"), (_MONITORING, "gpu-dcgm-exporter")),
+           credentials=((_MONITORING, "notification-manager-webhook-server-cert"),)),
     Module("alerting", flag("alerting.enabled"),
            ("alerting", "monitoring.nodeSelector", "monitoring.tolerations", "monitoring.affinity",
             "common.monitoring.endpoint", "common.monitoring.type"),
            ("monitoring",), requires=("monitoring",), status_key="alerting", images=("thanos",)),
     Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key="auditing",
-           images=("auditing_operator", "auditing_webhook")),
+           images=("auditing_operator", "auditing_webhook"),
+           releases=((_LOGGING, "kube-auditing"),)),
     Module("devops", flag("devops.enabled"),
            ("devops", "persistence.storageClass", "common.s3", "servicemesh.enabled"),
-           ("ks-core", "openldap", "minio", "monitoring"), status_key="devops", images=_devops_images),
+           ("ks-core", "openldap", "minio", "monitoring"), status_key="devops", images=_devops_images,
+           releases=(("kubesphere-devops-system", "devops"), ("argocd", "devops")),
+           credentials=(("kubesphere-devops-system", "devops-jenkins"),)),
     Module("events", flag("events.enabled"), ("events", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key=(("events.ruler", _events_ruler), ("events", always)),
-           images=_events_images),
+           images=_events_images,
+           releases=((_LOGGING, "ks-events"),)),
     Module("logging", flag("logging.enabled"), ("logging", *_LOG_BACKEND),
-           ("ks-core", "opensearch", "fluentbit"), status_key="logging", images=_logging_images),
+           ("ks-core", "opensearch", "fluentbit"), status_key="logging", images=_logging_images,
+           releases=((_LOGGING, "logsidecar-injector"),)),
     Module("multicluster", equals("multicluster.clusterRole", "host"), ("multicluster",), ("ks-core",),
-           status_key="multicluster", images=("tower", "kubefed")),
+           status_key="multicluster", images=("tower", "kubefed"),
+           releases=(("kube-federation-system", "kubefed"),)),
     Module("network", equals("network.topology.type", "weave-scope"), (), ("ks-core",),
            status_key="network.topology", images=("weave_scope",)),
     # The App Store's S3 settings are kubesphere.yaml's (ks-config); upstream wrote no status for it.
@@ -294,12 +321,15 @@ MODULES: tuple[Module, ...] = (
     Module("servicemesh", flag("servicemesh.enabled"), ("servicemesh", *_LOG_BACKEND),
            ("ks-core", "opensearch"), status_key="servicemesh",
            images=("istio_pilot", "istio_proxyv2", "jaeger_operator", "jaeger_agent", "jaeger_collector",
-                   "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali")),
+                   "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali"),
+           releases=(("istio-system", "jaeger-operator"), ("istio-system", "kiali-operator"))),
     Module("edgeruntime", all_of(flag("edgeruntime.enabled"), flag("edgeruntime.kubeedge.enabled")), ("edgeruntime",),
-           ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images),
+           ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images,
+           releases=(("kubeedge", "cloudcore"), ("kubeedge", "kubeedge"))),
     # Gatekeeper's admission webhook reviews every write once registered: it goes in after the others' objects.
     Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper",
-           images=("gatekeeper",), last=True),
+           images=("gatekeeper",), last=True,
+           releases=(("gatekeeper-system", "gatekeeper"),)),
     # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to). It runs last,
     # as upstream, so the report names the modules installed.
     Module("telemetry", flag("telemetry_enabled"), ("multicluster.clusterRole",), ("ks-core", "ks-config"),

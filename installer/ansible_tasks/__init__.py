@@ -2,8 +2,8 @@
 
 Each task module holds the task's ``ARGUMENT_SPEC``, whether it ``SUPPORTS_CHECK_MODE`` and ``run(params)``, which
 returns the task's result or raises :class:`TaskFailed`. Two front ends call it: the Ansible module of the same name
-(``playbooks/library``, its own interpreter per task) and the action plugin of the same name
-(``playbooks/action_plugins``, in Ansible's worker process, where the playbooks run it).
+(``plugins/modules``, its own interpreter per task) and the action plugin of the same name
+(``plugins/action``, in Ansible's worker process, where the plays run it).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def generated_secret(api: Any, module: str, namespace: str, name: str, keys: lis
     replaces both for a task that decides by other means."""
     from kubernetes import client
 
-    from installer.adoption import legacy_entries
+    from installer.field_takeover import legacy_entries
     from installer.manifests import Change
     from installer.render_plugins import GENERATED
     from installer.settings import MANAGED_BY, MODULE_LABEL

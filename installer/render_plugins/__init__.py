@@ -2,7 +2,7 @@
 ``$KS_CAPTURE_DIR/<host>.jsonl`` instead of touching the cluster, and the task answers as a cluster would.
 
 A render points ``ANSIBLE_ACTION_PLUGINS`` at this directory; an install never does (its action plugins are in
-``playbooks/action_plugins``), so these never run in place of the real ones. The read-only ``ks_info`` reads the
+``plugins/action``), so these never run in place of the real ones. The read-only ``ks_info`` reads the
 cluster in ``$KUBECONFIG``, or, with ``$KS_RENDER_WORLD`` (JSON: kind -> objects), answers from that. The recorder
 itself is in ``_recorder`` (Ansible skips plugin files named with a leading underscore); this file holds only what
 the engine shares with it.

@@ -36,7 +36,7 @@ from v341_cluster import (
     uid_of,
 )
 
-from installer.adoption import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
+from installer.field_takeover import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
 from installer.manifests import ident
 from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
 from installer.state import StateStore

@@ -24,8 +24,8 @@ from kubernetes.dynamic import DynamicClient
 from simcluster import SimCluster, pid_alive, tool_path
 from v341_cluster import Builder
 
-from installer.adoption import HELM_LABEL, LEGACY_MANAGERS
 from installer.config.validate import validate
+from installer.field_takeover import HELM_LABEL, LEGACY_MANAGERS
 from installer.manifests import Manifests
 from installer.settings import FIELD_MANAGER, MODULE_LABEL
 
