@@ -1,9 +1,13 @@
-"""Apply and remove a module's objects: server-side apply, label inventory, prune, ordered delete.
+"""Apply and remove a module's objects: server-side apply, inventory, prune, staged delete.
 
 Every object a module applies carries ``installer.kubesphere.io/module=<module>`` and
-``app.kubernetes.io/managed-by=ks-installer``. Prune and uninstall only ever look at objects with that
-label. Namespaces that existed before are never adopted, so they are never deleted. PVCs and CRDs are kept
-on uninstall unless ``purge`` is set, and a namespace that still holds PVCs is kept with them.
+``app.kubernetes.io/managed-by=ks-installer``, and each run records what it applied (and what its generator tasks
+made) in the run's inventory, which the engine keeps as the module's recorded inventory. The prune after a
+successful run deletes what the recorded inventory has and the run's lacks (:func:`stale_refs`,
+:meth:`Manifests.prune_inventory`); an uninstall deletes the recorded inventory, the last apply stage first
+(:func:`stage`). Both delete only objects that still carry the module's label, through one deletion policy
+(:meth:`Manifests._remove`): namespaces that existed before are never adopted, so never deleted; PVCs and CRDs are
+kept unless ``purge`` is set, and a namespace that still holds PVCs is kept with them.
 
 An object is applied only when it may differ from its manifest: each carries ``installer.kubesphere.io/applied``,
 the digest of the manifest applied last, and one that has the same digest and that no other field manager wrote
@@ -951,8 +955,8 @@ class Manifests:
                             for c in pvcs if pattern.fullmatch(c.metadata.name)]
         return out
 
-    def _owned(self, kinds: set[tuple[str, str]], result: ApplyResult, keep: set[str] | None = None) -> list[Obj]:
-        """The objects of ``kinds`` but those in ``keep`` (``ident``) this module may delete: labelled as its,
+    def _owned(self, kinds: set[tuple[str, str]], result: ApplyResult) -> list[Obj]:
+        """The objects of ``kinds`` this module may delete: labelled as its,
         written by the installer and in its namespaces (installer.ownership); the others that carry its label are
         listed in ``result.spared`` with the reason."""
         selector = f"{MODULE_LABEL}={self.module}"
@@ -965,8 +969,6 @@ class Manifests:
             for item in items:
                 obj = {"apiVersion": api_version, "kind": kind,
                        "metadata": {"name": item.metadata.name, "namespace": item.metadata.namespace}}
-                if keep is not None and ident(obj) in keep:
-                    continue
                 if not applied_by_installer(item):
                     continue
                 if (why := why_spared(self.module, ref_of(obj))) is None:
