@@ -77,6 +77,8 @@ def test_a_dropped_object_goes_after_the_next_successful_run_not_after_a_failed_
              "ks_manifest": {"module": "ks-config", "definition": [_config(NAMESPACE, "test-dropped"),
                                                                    _config(NAMESPACE, "test-handed-over")]}}
     fail = {"name": "Test | Fail after the apply", "ansible.builtin.fail": {"msg": "failing on purpose"}}
+    for name in ("with", "failing"):
+        (tmp_path / name).mkdir()
     try:
         installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "with", "ks-config", post_tasks=[extra]))
         assert "ks-config" in installer.reconcile_ok()
