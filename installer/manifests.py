@@ -33,6 +33,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.resource import ResourceList
 
 from installer import yaml_c
 from installer.adoption import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
@@ -921,6 +922,8 @@ class Manifests:
         """Every kind the API serves that can be listed and deleted (of each group's kind, its preferred version)."""
         found: dict[tuple[str, str], str] = {}
         for res in self.dyn.resources.search():
+            if isinstance(res, ResourceList):  # the client's own List pseudo-resource
+                continue
             verbs = getattr(res, "verbs", None) or []
             if "/" in (getattr(res, "name", "") or "/") or "list" not in verbs or "delete" not in verbs:
                 continue
