@@ -29,7 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from installer.field_takeover import HELM_LABEL, LAST_APPLIED
-from installer.modules import MODULES
+from installer.modules import MODULES, get_module
 from installer.settings import MODULE_LABEL, NAMESPACE
 
 log = logging.getLogger("installer")
@@ -37,8 +37,6 @@ log = logging.getLogger("installer")
 #: The original's Helm releases, ``(namespace, release)`` → the module that makes their objects now (the registry's
 #: ``Module.releases``).
 RELEASES: dict[tuple[str, str], str] = {release: m.name for m in MODULES for release in m.releases}
-#: The Secrets holding credentials that each module's generators keep (the registry's ``Module.credentials``).
-CREDENTIALS: dict[str, tuple[tuple[str, str], ...]] = {m.name: m.credentials for m in MODULES if m.credentials}
 
 #: The namespaces the original created for KubeSphere (where its leftovers are looked for).
 NAMESPACES = (
@@ -72,9 +70,7 @@ def release_records(api: client.ApiClient, module: str) -> Iterator[tuple[str, l
     """``namespace/release`` and the release record Secrets of each of the original's Helm releases that
     ``module`` takes over (no records: the release is not there)."""
     core = client.CoreV1Api(api)
-    for (namespace, release), owner in RELEASES.items():
-        if owner != module:
-            continue
+    for namespace, release in get_module(module).releases:
         try:
             records = core.list_namespaced_secret(namespace, label_selector=f"owner=helm,name={release}").items
         except ApiException as exc:
@@ -122,7 +118,7 @@ def credentials_found(api: client.ApiClient, module: str) -> dict[str, dict[str,
     The data stays in memory only."""
     core = client.CoreV1Api(api)
     found = {}
-    for namespace, name in CREDENTIALS.get(module, ()):
+    for namespace, name in get_module(module).credentials:
         secret = _read_secret(core, namespace, name)
         if secret is not None and (secret.metadata.labels or {}).get(MODULE_LABEL) != module:
             found[f"Secret/{namespace}/{name} (keys {', '.join(sorted(secret.data or {}))})"] = dict(secret.data or {})

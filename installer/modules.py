@@ -13,6 +13,7 @@ from functools import cache
 
 from installer.log_store import external_store, store_kind
 from installer.s3_store import external_s3
+from installer.settings import NAMESPACE
 from installer.spec import Spec, get, under
 
 
@@ -173,8 +174,8 @@ def _devops_images(spec: Spec) -> tuple[str, ...]:
     return ("devops_apiserver", "devops_controller", "devops_tools", "jenkins", "jnlp_slave", "s2ioperator", "s2irun",
             *_DEVOPS_BUILDERS, *(f"{b}_podman" for b in _DEVOPS_BUILDERS), *_S2I_TEMPLATE_IMAGES, *argocd)
 
-#: Namespaces the registry's release and credential entries name.
-_SYSTEM, _LOGGING, _MONITORING = "kubesphere-system", "kubesphere-logging-system", "kubesphere-monitoring-system"
+#: Namespaces the registry's release and credential entries name (besides the installer's own, NAMESPACE).
+_LOGGING, _MONITORING = "kubesphere-logging-system", "kubesphere-monitoring-system"
 
 
 @dataclass(frozen=True)
@@ -246,14 +247,14 @@ MODULES: tuple[Module, ...] = (
            releases=(("kube-system", "metrics-server"),)),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
            status_key="redis", core_phase=True, images=_redis_images,
-           releases=((_SYSTEM, "ks-redis"),), credentials=((_SYSTEM, "redis-secret"),)),
+           releases=((NAMESPACE, "ks-redis"),), credentials=((NAMESPACE, "redis-secret"),)),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap",
            core_phase=True, images=("openldap",),
-           releases=((_SYSTEM, "ks-openldap"),), credentials=((_SYSTEM, "openldap-secret"),)),
+           releases=((NAMESPACE, "ks-openldap"),), credentials=((NAMESPACE, "openldap-secret"),)),
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
            core_phase=True, images=("minio", "mc"),
-           releases=((_SYSTEM, "ks-minio"),), credentials=((_SYSTEM, "minio"),)),
+           releases=((NAMESPACE, "ks-minio"),), credentials=((NAMESPACE, "minio"),)),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
            ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator)),
            core_phase=True, images=_opensearch_images,
@@ -272,8 +273,8 @@ MODULES: tuple[Module, ...] = (
            images=("ks_apiserver", "ks_console", "ks_controller_manager", "nginx_ingress_controller",
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
                    "bookinfo_ratings_v1"),
-           releases=((_SYSTEM, "ks-core"),),
-           credentials=((_SYSTEM, "kubesphere-secret"), (_SYSTEM, "ks-controller-manager-webhook-cert"))),
+           releases=((NAMESPACE, "ks-core"),),
+           credentials=((NAMESPACE, "kubesphere-secret"), (NAMESPACE, "ks-controller-manager-webhook-cert"))),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
