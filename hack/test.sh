@@ -8,9 +8,9 @@
 #                                (marker `tools`); prints the build's and each phase's time
 #   hack/test.sh ARGS...         pytest ARGS (after the build), e.g. hack/test.sh tests/unit -q
 #
-# Every run prints the 15 slowest tests and the 10 that used the most CPU (KS_BUDGET_SHOWN); a test over its budget (KS_TEST_CEILING
-# CPU seconds, or that many wall seconds times the machine's measured slowdown) fails unless it is marked slow with a
-# reason (tests/budget.py).
+# Every run prints the 15 slowest tests and the 10 that used the most CPU (KS_BUDGET_SHOWN for more); a test over
+# its budget (KS_TEST_CEILING CPU seconds, or that many wall seconds times the machine's measured slowdown) fails
+# unless it is marked slow with a reason (tests/budget.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/env.sh
