@@ -56,6 +56,12 @@ class Settings:
         return self.base_dir / "cache" / "file-digests.json"
 
     @property
+    def template_cache(self) -> Path:
+        """Where Jinja's compiled template code is kept between runs (installer.ansible_patches;
+        ``KS_TEMPLATE_CACHE``)."""
+        return _path("KS_TEMPLATE_CACHE", str(self.base_dir / "cache" / "templates"))
+
+    @property
     def running_file(self) -> Path:
         """The welcome text, where KubeKey looks for it (``/kubesphere/playbooks/kubesphere_running``)."""
         return self.base_dir / "playbooks" / "kubesphere_running"

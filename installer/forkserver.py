@@ -42,12 +42,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, NoReturn
+
+from installer import ansible_playbook
+from installer.ansible_playbook import PLAYBOOK
 
 log = logging.getLogger("installer")
 SWITCH_ENV = "KS_ANSIBLE_FORKSERVER"
 START_TIMEOUT = 60.0
-PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 DIR_PREFIX = "ks-ansible-"
 """The server's directory in the temp dir: ``ks-ansible-<engine pid>-<random>`` (its socket and client)."""
 
@@ -278,17 +280,6 @@ def _title(argv: list[str]) -> None:
         setproctitle.setproctitle(" ".join(argv))
 
 
-def _run_ansible_playbook(argv: list[str]) -> int:
-    sys.argv = list(argv)
-    from ansible.cli.playbook import main  # imported here, with the run's environment
-
-    try:
-        main()
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return 0
-
-
 def take_over(conn: socket.socket, title: list[str] | None = None) -> list[str]:
     """In a child forked for a client: receive its request and take its standard streams, working directory and
     environment (``$KUBECONFIG`` included); its argv. ``title`` (default: the argv) is what ``ps`` shows."""
@@ -328,7 +319,7 @@ def _child(conn: socket.socket) -> NoReturn:
     try:
         argv = take_over(conn)
         threading.Thread(target=_watch, args=(conn,), daemon=True).start()
-        code = _run_ansible_playbook(argv)
+        code = ansible_playbook.main(argv)
     except BaseException as exc:  # whatever happened, the client gets an exit code
         with contextlib.suppress(Exception):
             print(f"ansible-playbook (fork server): {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -337,58 +328,16 @@ def _child(conn: socket.socket) -> NoReturn:
 
 def preload() -> None:
     """What every run needs and that reads no environment when imported: the Kubernetes client and the ``ks_*``
-    tasks' code (not their action plugins' base, which imports Ansible)."""
+    tasks' code (not their action plugins' base, which imports Ansible); then installer.ansible_patches."""
     import jinja2  # noqa: F401
     import yaml  # noqa: F401
 
+    from installer import ansible_patches
     from installer.ansible_tasks.preload import import_tasks
+    from installer.engine_settings import Settings
 
     import_tasks(base=False)
-    _cache_collection_metadata()
-    _cache_config_definitions()
-    if "ansible.constants" in sys.modules:
-        raise RuntimeError("Ansible was imported before a run's environment is known")
-
-
-def _cache_collection_metadata() -> None:
-    """Parse ``ansible.builtin``'s routing metadata (``ansible_builtin_runtime.yml``, ~10,000 lines) once here, not
-    once per run: Ansible's collection loader offers ``_meta_yml_to_dict(data, content_id)`` for exactly this. A run
-    gets the parsed dict by fork; what it changes in it stays in its own process."""
-    import ansible
-    from ansible.utils.collection_loader import _collection_finder, _collection_meta
-
-    parse = _collection_meta._meta_yml_to_dict
-    path = Path(ansible.__file__).parent / "config" / "ansible_builtin_runtime.yml"
-    raw = path.read_bytes()
-    parsed = {("ansible.builtin", "runtime.yml"): (raw, parse(raw, ("ansible.builtin", "runtime.yml")))}
-
-    def cached(data: bytes | str, content_id: Any) -> Any:
-        known = parsed.get(content_id) if isinstance(content_id, tuple) else None
-        if known is not None and known[0] == data:
-            return known[1]
-        return parse(data, content_id)
-
-    _collection_meta._meta_yml_to_dict = cached
-    _collection_finder._meta_yml_to_dict = cached
-
-
-def _cache_config_definitions() -> None:
-    """Read Ansible's configuration definitions (``ansible/config/base.yml``, ~2,000 lines, read when a run imports
-    ``ansible.constants``) once here. Only the definitions are cached: the values come from each run's environment."""
-    from ansible.config.manager import ConfigManager
-
-    read = ConfigManager._read_config_yaml_file
-    definitions: dict[str, Any] = {}
-
-    def cached(self: ConfigManager, yml_file: str | bytes) -> Any:
-        key = os.fsdecode(yml_file)
-        if key not in definitions:
-            definitions[key] = read(self, yml_file)
-        return definitions[key]
-
-    ConfigManager._read_config_yaml_file = cached  # type: ignore[method-assign]
-    base = Path(sys.modules[ConfigManager.__module__].__file__ or "").parent / "base.yml"
-    cached(ConfigManager.__new__(ConfigManager), str(base))
+    ansible_patches.apply(Settings.from_env().template_cache)
 
 
 def _reap(grace: float = 0.0) -> None:

@@ -126,7 +126,8 @@ def run_hosts(hosts: dict[str, Host], work: Path, plugins_dir: Path, roles_dir: 
                  for h, host in hosts.items()}
     (work / "inventory.yaml").write_text(unsafe_yaml({"all": {"hosts": inventory}}))
     (work / "playbook.yaml").write_text(yaml.safe_dump(wrapper_playbook(hosts), sort_keys=False))
-    command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(work / "inventory.yaml"),
+    # ansible-playbook with the fork server's patches (installer.ansible_patches: the template code cache first).
+    command = [sys.executable, "-m", "installer.ansible_playbook", "-i", str(work / "inventory.yaml"),
                str(work / "playbook.yaml"), "--check"]
     if extravars:
         command += ["-e", f"@{write_extravars(work, extravars)}"]

@@ -113,6 +113,17 @@ pytest_terminal_summary = budget.pytest_terminal_summary
 
 
 @pytest.fixture(scope="session", autouse=True)
+def template_code_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """KS_TEMPLATE_CACHE for every test: one directory for the run (every worker's), as a pod's runs share
+    ``/kubesphere/cache/templates``; each test's own KS_BASE_DIR would start it empty."""
+    base = tmp_path_factory.getbasetemp()
+    directory = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "template-code"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KS_TEMPLATE_CACHE", str(directory))
+        yield directory
+
+
+@pytest.fixture(scope="session", autouse=True)
 def telemetry_receiver() -> Iterator[list[str]]:
     """KS_TELEMETRY_URL for every test: a receiver on loopback; yields the request paths it got."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), TelemetryReceiver)

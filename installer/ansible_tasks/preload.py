@@ -2,6 +2,8 @@
 
 - Import the ``ks_*`` tasks' code (kubernetes, the engine's modules, the action plugins' base), so every worker has
   it already.
+- Load the Jinja filter and test plugins once (Ansible loads them, every file of them, in each worker that renders
+  a template with a filter or test; a worker now inherits them loaded).
 - Load the kubeconfig once: the certificate files kubernetes writes for it are then the main process's (removed
   when it exits), and the workers reuse them. No API client or connection is made here.
 - Give each worker SIGTERM when the main process dies (ansible-runner's cancel and timeout SIGKILL its process
@@ -35,6 +37,14 @@ def import_tasks(base: bool = True) -> list[str]:
     return names
 
 
+def load_jinja_plugins() -> None:
+    """Every filter and test plugin, loaded into Ansible's plugin loaders (as a worker's first template does)."""
+    from ansible.plugins.loader import filter_loader, test_loader
+
+    for loader in (filter_loader, test_loader):
+        list(loader.all())
+
+
 def load_kubeconfig() -> None:
     """The kubeconfig (or in-cluster config) loaded into kubernetes' default configuration; none is no error
     here (the task that needs the cluster reports it)."""
@@ -62,5 +72,6 @@ def preload() -> None:
         return
     _done[0] = True
     import_tasks()
+    load_jinja_plugins()
     load_kubeconfig()
     os.register_at_fork(before=_remember_parent, after_in_child=_die_with_parent)
