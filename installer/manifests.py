@@ -881,6 +881,21 @@ class Manifests:
             obj["metadata"].pop("annotations", None)
         return result
 
+    def labelled_refs(self) -> list[Ref]:
+        """The module's objects found by its label over every kind the API serves (those the installer applied and
+        that lie in its namespaces): what an install prunes besides its recorded inventory, so that what an earlier
+        installation of the module left when its record was lost (a forgotten state) goes too."""
+        return [ref_of(o) for o in self._owned(self._served_kinds(), ApplyResult())]
+
+    def prune_base(self, recorded: Iterable[Iterable[str]], install: bool) -> list[Ref]:
+        """What a run's prune compares with its inventory: the recorded inventory, and for an install the module's
+        labelled objects too (:meth:`labelled_refs`; one reference per object whatever its API version)."""
+        base = [tuple(r) for r in recorded]
+        if install:
+            known = {group_key(r) for r in base}  # type: ignore[arg-type]
+            base += [r for r in self.labelled_refs() if group_key(r) not in known]
+        return base  # type: ignore[return-value]
+
     def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int,
                        tenants: Iterable[str]) -> None:
         """Delete ``owned`` through the deletion policy, the apply stages backwards, each gone before the next."""

@@ -380,12 +380,15 @@ class ClusterPlanner:
 
     def _prune(self, manifests: Manifests, run: Rendered, module: ModuleObjects, shown: set[str]) -> None:
         """What the run's prune deletes (Manifests.prune_inventory, the run's own): what the module's recorded
-        inventory has and its run's inventory (what it renders and generates) lacks."""
+        inventory (for an install, with the module's labelled objects: Manifests.prune_base) has and its run's
+        inventory (what it renders and generates) lacks."""
+        install = run.action == "install"
         recorded = self._recorded(run.module)
-        if recorded is None:
+        if recorded is None and not install:
             return
+        base = manifests.prune_base(recorded or [], install)
         current = [ref_of(o) for o in run.objects()] + generated_refs(run)
-        for change in manifests.prune_inventory(recorded, current).changes:
+        for change in manifests.prune_inventory(base, current).changes:
             if change.ref in shown:
                 continue  # deleted by a removal of the run, shown as such
             module.add(change.ref, change.action, note="no longer rendered (pruned)" if change.action == "delete"

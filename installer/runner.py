@@ -316,9 +316,10 @@ class PlaybookRunner:
         ok = result.status == "successful" and result.rc == 0
         message = progress.message
         failed_task = progress.failed_task
-        if ok and not uninstall and recorded and self.api is not None:
+        install = step.action == Action.INSTALL
+        if ok and not uninstall and (recorded or install) and self.api is not None:
             try:
-                inventory = self._prune(module.name, recorded, inventory)
+                inventory = self._prune(module.name, recorded, inventory, install)
             except Exception as exc:  # the run did not finish: its objects stay recorded, the next run prunes
                 ok, failed_task = False, PRUNE_TASK
                 message = api_reason(exc) if hasattr(exc, "body") else f"{type(exc).__name__}: {exc}"
@@ -331,13 +332,16 @@ class PlaybookRunner:
         return RunOutcome(module.name, step.action, ok, status, failed_task, None if ok else message, progress.tasks,
                           inventory, tuple(progress.spans), tuple(progress.immutable), foreign)
 
-    def _prune(self, module: str, recorded: tuple[Ref, ...], inventory: tuple[Ref, ...]) -> tuple[Ref, ...]:
-        """After a successful run: delete what the recorded inventory has and the run's lacks, through the deletion
-        policy (installer.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy
-        kept of it."""
-        if not stale_refs(recorded, inventory):
+    def _prune(self, module: str, recorded: tuple[Ref, ...], inventory: tuple[Ref, ...],
+               install: bool) -> tuple[Ref, ...]:
+        """After a successful run: delete what the recorded inventory (for an install, with the module's labelled
+        objects: Manifests.prune_base) has and the run's lacks, through the deletion policy
+        (installer.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy kept."""
+        manifests = Manifests(self.api, module)
+        base = manifests.prune_base(recorded, install)
+        if not stale_refs(base, inventory):
             return inventory
-        pruned = Manifests(self.api, module).prune_inventory(recorded, inventory)
+        pruned = manifests.prune_inventory(base, inventory)
         for spared in dict.fromkeys(pruned.spared):
             log.warning("[%s] not deleted although it carries the module's label: %s", module, spared)
         if pruned.deleted:

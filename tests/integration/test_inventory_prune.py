@@ -15,6 +15,7 @@ from kubernetes import client
 from installer.manifests import DryRun, Manifests, ref_of
 from installer.random_secret import ensure_random_secret
 from installer.settings import MODULE_LABEL, NAMESPACE
+from installer.state import StateStore
 
 from .conftest import Installer, playbooks_changed, stored_state
 
@@ -107,3 +108,36 @@ def test_a_dropped_object_goes_after_the_next_successful_run_not_after_a_failed_
         installer.env.pop("KS_PLAYBOOKS_DIR", None)
         delete_quietly(lambda: core.delete_namespaced_config_map("test-dropped", NAMESPACE),
                        lambda: core.delete_namespaced_config_map("test-handed-over", NAMESPACE))
+
+
+@pytest.mark.platform
+def test_an_install_prunes_what_an_earlier_installation_left_when_its_record_was_lost(
+        installer: Installer, tmp_path: Path) -> None:
+    core = client.CoreV1Api(installer.api)
+    extra = {"name": "Test | Apply a ConfigMap of an earlier installation",
+             "ks_manifest": {"module": "ks-config", "definition": [_config(NAMESPACE, "test-left-behind")]}}
+    (tmp_path / "with").mkdir()
+    try:
+        installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "with", "ks-config", post_tasks=[extra]))
+        assert "ks-config" in installer.reconcile_ok()
+        del installer.env["KS_PLAYBOOKS_DIR"]
+        # The module's record is lost (the state Secret restored from before it, or deleted): no inventory names
+        # the ConfigMap, and the module's next run is an install.
+        StateStore(installer.api).forget("ks-config")
+
+        plan = installer.cli("plan", "--objects", "-o", "json")
+        shown = {o["object"]: (o["action"], o["note"]) for m in json.loads(plan.stdout)["modules"]
+                 if m["module"] == "ks-config" for o in m["objects"]}
+        assert shown.get(f"ConfigMap/{NAMESPACE}/test-left-behind") == ("delete", "no longer rendered (pruned)"), \
+            plan.stdout[-3000:]
+
+        proc = installer.reconcile()
+        assert proc.returncode == 0 and "Start installing ks-config" in proc.stderr, proc.stderr[-3000:]
+        assert "test-left-behind" not in {c.metadata.name for c in core.list_namespaced_config_map(NAMESPACE).items}
+        assert f"pruned what it no longer makes: ConfigMap/{NAMESPACE}/test-left-behind" in proc.stderr
+        inventory = stored_state(installer)["ks-config"]["inventory"]
+        assert ["v1", "ConfigMap", NAMESPACE, "kubesphere-config"] in inventory
+        assert ["v1", "ConfigMap", NAMESPACE, "test-left-behind"] not in inventory
+    finally:
+        installer.env.pop("KS_PLAYBOOKS_DIR", None)
+        delete_quietly(lambda: core.delete_namespaced_config_map("test-left-behind", NAMESPACE))

@@ -199,3 +199,35 @@ def test_uninstall_without_a_recorded_inventory_looks_for_the_module_s_label_ove
     m._served_kinds = lambda: {("v1", "Endpoints"), ("v1", "Pod")}  # type: ignore[method-assign]
     m.uninstall(None)
     assert deleted == ["Endpoints/etcd"]
+
+
+def test_an_uninstall_waits_only_for_what_it_deleted() -> None:
+    cluster = Cluster({("Namespace", NS): _live(), ("Deployment", "grafana"): _live(),
+                       ("PersistentVolumeClaim", "grafana-storage"): _live(),
+                       ("CustomResourceDefinition", "prometheuses.monitoring.coreos.com"): _live(),
+                       ("Secret", "password"): _live(applied=False)})
+    cluster.m._has_pvcs = lambda namespace: True  # type: ignore[method-assign]
+    refs = [("v1", "Namespace", "", NS), ("apps/v1", "Deployment", NS, "grafana"),
+            ("v1", "PersistentVolumeClaim", NS, "grafana-storage"),
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "prometheuses.monitoring.coreos.com"),
+            ("v1", "Secret", NS, "password")]
+    result = cluster.m.uninstall(refs, keep=[f"Secret/{NS}/password"])
+    assert cluster.deleted == [("Deployment", "grafana")]
+    # The kept volume, CRD and namespace holding the volume are never waited for (they never go).
+    assert [w for w in cluster.waits if w] == [[f"Deployment/{NS}/grafana"]]
+    assert sorted(result.kept) == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com",
+                                   f"Namespace/{NS} (holds PersistentVolumeClaims)",
+                                   f"PersistentVolumeClaim/{NS}/grafana-storage"]
+
+
+def test_an_install_prunes_the_module_s_labelled_objects_besides_its_recorded_inventory() -> None:
+    cluster = Cluster({})
+    recorded = [("v1", "ConfigMap", NS, "recorded"), ("policy/v1beta1", "PodDisruptionBudget", NS, "pdb")]
+    labelled = [("v1", "ConfigMap", NS, "left-behind"), ("policy/v1", "PodDisruptionBudget", NS, "pdb")]
+    cluster.m.labelled_refs = lambda: labelled  # type: ignore[method-assign]
+    # An upgrade prunes against its recorded inventory alone (no query over every kind).
+    assert cluster.m.prune_base(recorded, install=False) == recorded
+    # An install (a first one, or one after the module's record was lost) also against what carries its label:
+    # what an earlier installation left; one reference per object whatever its API version.
+    assert cluster.m.prune_base(recorded, install=True) == [*recorded, ("v1", "ConfigMap", NS, "left-behind")]
+    assert cluster.m.prune_base([], install=True) == labelled
