@@ -560,6 +560,24 @@ class Manifests:
         self._wait_established(unestablished)
         return result
 
+    def create_missing(self, objects: list[Obj]) -> ApplyResult:
+        """Apply those of ``objects`` that do not exist; leave the others as they are (what was changed in them
+        since stays). Those of them that are this module's (its label) stay in the run's inventory, so no prune
+        deletes them: objects a module makes once and then leaves to their users (upstream's Helm pre-install
+        hooks, objects it created only when absent)."""
+        live = {ref_of(o): self.live_labels(o) for o in objects}
+        result = self.apply([o for o in objects if live[ref_of(o)] is None])
+        result.applied_refs += [r for r, labels in live.items() if (labels or {}).get(MODULE_LABEL) == self.module]
+        return result
+
+    def live_labels(self, obj: Obj) -> dict[str, str] | None:
+        """The labels of ``obj`` as it exists (None: it does not)."""
+        try:
+            live = self._get(self._resource(obj["apiVersion"], obj["kind"]), obj)
+        except ResourceNotFoundError:  # its CRD is not served yet: nothing of it exists
+            return None
+        return None if live is None else dict(live.metadata.labels or {})
+
     def _terminating(self, obj: Obj, live_meta: Obj, result: ApplyResult) -> bool:
         """Whether ``obj`` is being deleted (an earlier uninstall, or someone, deleted it and a finalizer holds it, as
         a PVC's while a pod still mounts it). An apply would only update the object that is going away; a run waits

@@ -365,7 +365,9 @@ class ClusterPlanner:
                                       tenants=call.get("tenants") or (), keep=call.get("keep") or ())
             removed |= dict.fromkeys(result.deleted)
         objects = run.objects()
-        for change in manifests.apply(objects).changes:
+        as_is = {ref_of(o) for c in run.manifests() if _bool(c.get("create_only"), False) for o in c["objects"]
+                 if manifests.live_labels(o) is not None}  # made once, then left as they are (create_missing)
+        for change in manifests.apply([o for o in objects if ref_of(o) not in as_is]).changes:
             _show_change(change, module)
         applied = {ident(o) for o in objects}
         for ref in removed:

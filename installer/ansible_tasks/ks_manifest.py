@@ -26,6 +26,7 @@ ARGUMENT_SPEC: dict[str, Any] = {
     "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     "definition": {"type": "raw", "default": []},
     "apply": {"type": "bool", "default": True},
+    "create_only": {"type": "bool", "default": False},
     "wait": {"type": "bool", "default": False},
     "wait_timeout": {"type": "int", "default": 600},
     "purge": {"type": "bool", "default": None},
@@ -45,6 +46,8 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
             current = [ref_of(o) for o in objects] + read_inventory(os.environ.get(INVENTORY_ENV) or "")
             result = manifests.prune_inventory(read_recorded() or [], current, propagation="Foreground",
                                                timeout=p["wait_timeout"])
+        elif p["state"] == "present" and p["create_only"]:
+            result = manifests.create_missing(objects)
         elif p["state"] == "present":
             result = manifests.apply(objects)
             if p["wait"]:

@@ -21,6 +21,11 @@ options:
       longer makes is pruned by the engine after the run succeeds.)
     type: bool
     default: true
+  create_only:
+    description: Apply only the objects that do not exist; leave the others as they are (changes made to them
+      since stay). Those that carry the module's label stay in its run's inventory, so no prune deletes them.
+    type: bool
+    default: false
   kinds:
     description: On absent, delete the module's labelled objects of these kinds (apiVersion/Kind) instead.
     type: list
