@@ -231,3 +231,25 @@ def test_an_install_prunes_the_module_s_labelled_objects_besides_its_recorded_in
     # what an earlier installation left; one reference per object whatever its API version.
     assert cluster.m.prune_base(recorded, install=True) == [*recorded, ("v1", "ConfigMap", NS, "left-behind")]
     assert cluster.m.prune_base([], install=True) == labelled
+
+
+def test_create_only_applies_what_is_missing_and_keeps_the_module_s_others_in_its_inventory() -> None:
+    live = {"ours": {MODULE_LABEL: MODULE}, "users": {}}
+    m = Manifests.__new__(Manifests)
+    m.module = MODULE
+    m._resource = lambda api_version, kind: kind  # type: ignore[method-assign]
+    m._get = lambda res, obj: None if obj["metadata"]["name"] not in live else SimpleNamespace(  # type: ignore
+        metadata=SimpleNamespace(labels=live[obj["metadata"]["name"]]))
+    applied: list[list[str]] = []
+
+    def apply(objects: list[Obj]) -> Any:
+        applied.append([o["metadata"]["name"] for o in objects])
+        return SimpleNamespace(applied_refs=[("v1", o["kind"], NS, o["metadata"]["name"]) for o in objects])
+
+    m.apply = apply  # type: ignore[method-assign]
+    objects = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": NS}}
+               for n in ("missing", "ours", "users")]
+    result = m.create_missing(objects)
+    # Only the missing one is applied: the module's stays as it is (edits kept), the user's is left alone.
+    assert applied == [["missing"]]
+    assert sorted(r[3] for r in result.applied_refs) == ["missing", "ours"]  # never pruned; not the user's
