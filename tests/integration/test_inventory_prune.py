@@ -77,6 +77,8 @@ def test_a_dropped_object_goes_after_the_next_successful_run_not_after_a_failed_
     extra = {"name": "Test | Apply ConfigMaps of an earlier version",
              "ks_manifest": {"module": "ks-config", "definition": [_config(NAMESPACE, "test-dropped"),
                                                                    _config(NAMESPACE, "test-handed-over")]}}
+    partial = {"name": "Test | Apply a ConfigMap, then fail",
+               "ks_manifest": {"module": "ks-config", "definition": [_config(NAMESPACE, "test-failed-run")]}}
     fail = {"name": "Test | Fail after the apply", "ansible.builtin.fail": {"msg": "failing on purpose"}}
     for name in ("with", "failing"):
         (tmp_path / name).mkdir()
@@ -86,11 +88,14 @@ def test_a_dropped_object_goes_after_the_next_successful_run_not_after_a_failed_
         assert ["v1", "ConfigMap", NAMESPACE, "test-dropped"] in stored_state(installer)["ks-config"]["inventory"]
         core.patch_namespaced_config_map("test-handed-over", NAMESPACE, {"metadata": {"labels": {MODULE_LABEL: None}}})
 
-        installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "failing", "ks-config", post_tasks=[fail]))
+        installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "failing", "ks-config",
+                                                                     post_tasks=[partial, fail]))
         proc = installer.reconcile()
         assert proc.returncode == 1 and installer.status()["modules"]["ks-config"]["phase"] == "Failed", \
             proc.stderr[-3000:]
         assert core.read_namespaced_config_map("test-dropped", NAMESPACE)  # a failed run prunes nothing
+        # What the failed run applied joins the recorded inventory, so the next successful run prunes it too.
+        assert ["v1", "ConfigMap", NAMESPACE, "test-failed-run"] in stored_state(installer)["ks-config"]["inventory"]
 
         del installer.env["KS_PLAYBOOKS_DIR"]
         plan = installer.cli("plan", "--objects", "-o", "json")
@@ -102,11 +107,12 @@ def test_a_dropped_object_goes_after_the_next_successful_run_not_after_a_failed_
 
         assert "ks-config" in installer.reconcile_ok()
         names = {c.metadata.name for c in core.list_namespaced_config_map(NAMESPACE).items}
-        assert "test-dropped" not in names and "test-handed-over" in names
+        assert "test-dropped" not in names and "test-failed-run" not in names and "test-handed-over" in names
         assert ["v1", "ConfigMap", NAMESPACE, "test-dropped"] not in stored_state(installer)["ks-config"]["inventory"]
     finally:
         installer.env.pop("KS_PLAYBOOKS_DIR", None)
         delete_quietly(lambda: core.delete_namespaced_config_map("test-dropped", NAMESPACE),
+                       lambda: core.delete_namespaced_config_map("test-failed-run", NAMESPACE),
                        lambda: core.delete_namespaced_config_map("test-handed-over", NAMESPACE))
 
 
@@ -141,3 +147,29 @@ def test_an_install_prunes_what_an_earlier_installation_left_when_its_record_was
     finally:
         installer.env.pop("KS_PLAYBOOKS_DIR", None)
         delete_quietly(lambda: core.delete_namespaced_config_map("test-left-behind", NAMESPACE))
+
+
+@pytest.mark.platform
+def test_an_object_made_once_stays_as_its_users_left_it_and_the_module_s(installer: Installer, tmp_path: Path) -> None:
+    core = client.CoreV1Api(installer.api)
+    once = {"name": "Test | Create a ConfigMap once",
+            "ks_manifest": {"module": "ks-config", "definition": [_config(NAMESPACE, "test-once")],
+                            "create_only": True}}
+    later = {"name": "Test | A task of a later version", "ansible.builtin.debug": {"msg": "a later version"}}
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    try:
+        installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "first", "ks-config", post_tasks=[once]))
+        assert "ks-config" in installer.reconcile_ok()
+        assert core.read_namespaced_config_map("test-once", NAMESPACE).metadata.labels[MODULE_LABEL] == "ks-config"
+        core.patch_namespaced_config_map("test-once", NAMESPACE, {"data": {"k": "edited"}})  # a user's change
+
+        installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "second", "ks-config",
+                                                                  post_tasks=[once, later]))
+        assert "ks-config" in installer.reconcile_ok()
+        # Not applied again (the user's change stays), and not pruned: still in the module's inventory.
+        assert core.read_namespaced_config_map("test-once", NAMESPACE).data == {"k": "edited"}
+        assert ["v1", "ConfigMap", NAMESPACE, "test-once"] in stored_state(installer)["ks-config"]["inventory"]
+    finally:
+        installer.env.pop("KS_PLAYBOOKS_DIR", None)
+        delete_quietly(lambda: core.delete_namespaced_config_map("test-once", NAMESPACE))
