@@ -1,9 +1,13 @@
-"""Apply and remove a module's objects: server-side apply, label inventory, prune, ordered delete.
+"""Apply and remove a module's objects: server-side apply, inventory, prune, staged delete.
 
 Every object a module applies carries ``installer.kubesphere.io/module=<module>`` and
-``app.kubernetes.io/managed-by=ks-installer``. Prune and uninstall only ever look at objects with that
-label. Namespaces that existed before are never adopted, so they are never deleted. PVCs and CRDs are kept
-on uninstall unless ``purge`` is set, and a namespace that still holds PVCs is kept with them.
+``app.kubernetes.io/managed-by=ks-installer``, and each run records what it applied (and what its generator tasks
+made) in the run's inventory, which the engine keeps as the module's recorded inventory. The prune after a
+successful run deletes what the recorded inventory has and the run's lacks (:func:`stale_refs`,
+:meth:`Manifests.prune_inventory`); an uninstall deletes the recorded inventory, the last apply stage first
+(:func:`stage`). Both delete only objects that still carry the module's label, through one deletion policy
+(:meth:`Manifests._remove`): namespaces that existed before are never adopted, so never deleted; PVCs and CRDs are
+kept unless ``purge`` is set, and a namespace that still holds PVCs is kept with them.
 
 An object is applied only when it may differ from its manifest: each carries ``installer.kubesphere.io/applied``,
 the digest of the manifest applied last, and one that has the same digest and that no other field manager wrote
@@ -29,6 +33,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.resource import ResourceList
 
 from installer import yaml_c
 from installer.field_takeover import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
@@ -50,6 +55,9 @@ Obj = dict[str, Any]
 Ref = tuple[str, str, str, str]
 """(apiVersion, kind, namespace or "", name)."""
 INVENTORY_ENV = "KS_INVENTORY_FILE"
+RECORDED_ENV = "KS_RECORDED_INVENTORY"
+"""A JSON file holding the module's recorded inventory (its last successful run's, with what failed runs since
+applied), set by the engine when the record has one: what an uninstall deletes and a prune compares with."""
 PURGE_ENV = "KS_PURGE"
 """Set to ``1`` by the engine for an uninstall that purges: every ``state: absent`` of the run purges."""
 
@@ -97,6 +105,13 @@ def _rank(kind: str) -> int:
     return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
 
+def _uninstall_order(obj: Obj) -> tuple[int, int, int]:
+    """Deletion order: the last apply stage first (webhooks and APIServices before custom resources), then kinds
+    backwards."""
+    late = obj["kind"] in LATE_KINDS
+    return -stage(obj["apiVersion"], obj["kind"]), 0 if late else 1, -_rank(obj["kind"])
+
+
 def ident(obj: Obj) -> str:
     ns = obj["metadata"].get("namespace")
     return f"{obj['kind']}/{ns + '/' if ns else ''}{obj['metadata']['name']}"
@@ -117,6 +132,56 @@ def parse_kind(ref: str) -> tuple[str, str]:
 
 def _kinds(objects: list[Obj], extra: Iterable[str]) -> set[tuple[str, str]]:
     return {(o["apiVersion"], o["kind"]) for o in objects} | {parse_kind(k) for k in extra}
+
+
+#: Kinds of the last apply stage (with custom resources): they need the workloads serving them, and an uninstall
+#: deletes them first, waiting until they are gone, while the operators that hold their finalizers still run.
+LATE_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "APIService")
+#: API groups of Kubernetes itself (besides those ending in ``.k8s.io``): their kinds are not custom resources.
+BUILTIN_GROUPS = ("", "apps", "batch", "policy", "autoscaling")
+
+
+def stage(api_version: str, kind: str) -> int:
+    """The apply stage of a kind: 0 Namespaces and CRDs, 1 the rest, 2 webhooks, APIServices and custom
+    resources. An uninstall runs the stages backwards."""
+    if kind in ("Namespace", "CustomResourceDefinition"):
+        return 0
+    group = api_version.rpartition("/")[0]
+    if kind in LATE_KINDS or not (group in BUILTIN_GROUPS or group.endswith(".k8s.io")):
+        return 2
+    return 1
+
+
+def group_key(ref: Ref) -> tuple[str, str, str, str]:
+    """``ref`` without its API version: an object a role moves to another version of its group stays the same."""
+    api_version, kind, namespace, name = ref
+    return api_version.rpartition("/")[0], kind, namespace, name
+
+
+def stale_refs(recorded: Iterable[Iterable[str]], current: Iterable[Iterable[str]]) -> list[Ref]:
+    """What a module's prune looks at: the objects its recorded inventory has and this run's inventory lacks (the
+    one answer for the run and its preview)."""
+    now = {group_key(tuple(r)) for r in current}  # type: ignore[arg-type]
+    return [tuple(r) for r in recorded if group_key(tuple(r)) not in now]  # type: ignore[misc]
+
+
+def obj_of(ref: Iterable[str]) -> Obj:
+    api_version, kind, namespace, name = tuple(ref)
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, **({"namespace": namespace}
+                                                                                  if namespace else {})}}
+
+
+def read_recorded() -> list[Ref] | None:
+    """The recorded inventory the engine gave this run (``$KS_RECORDED_INVENTORY``), or None when the module's record
+    has none (a first install, or a record of an installer that kept none)."""
+    path = os.environ.get(RECORDED_ENV)
+    if not path:
+        return None
+    try:
+        refs = json.loads(open(path, encoding="utf-8").read())  # noqa: SIM115
+    except FileNotFoundError:
+        return None
+    return [tuple(r) for r in refs]  # type: ignore[misc]
 
 
 def applied_by_installer(item: Any) -> bool:
@@ -210,6 +275,8 @@ class ApplyResult:
     """``Kind/ns/name: removed fields of manager X: ...`` and planted ServiceAccounts recreated (installer.foreign)."""
     changes: list[Change] = field(default_factory=list)
     """A dry run's change set, one entry per object it looked at (empty for a real run)."""
+    survivors: list[Ref] = field(default_factory=list)
+    """Objects a prune looked at that the deletion policy kept: they stay in the module's inventory."""
 
     def record(self) -> None:
         """Append what was applied, deleted and spared to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
@@ -401,14 +468,14 @@ class Manifests:
         except NotFoundError:
             return None
 
-    def apply(self, objects: list[Obj], prune: bool = True, kinds: Iterable[str] = ()) -> ApplyResult:
-        """Server-side apply ``objects`` in dependency order, then prune what the module no longer renders.
+    def apply(self, objects: list[Obj]) -> ApplyResult:
+        """Server-side apply ``objects`` in dependency order (what the module no longer makes is pruned after its
+        run, from its inventory: :meth:`prune_inventory`).
 
         What existed before comes from one metadata-only list per kind of the module's labelled objects (a
         Namespace, which may belong to someone else, is read on its own), so an apply costs one request per
-        object plus one per kind. Prune looks at the kinds of ``objects`` plus ``kinds`` (``apiVersion/Kind``),
-        so a kind the module sometimes renders none of is pruned too. A dry run's result lists in ``changes`` what
-        the run does to each object (created, updated, unchanged, adopted, recreated, kept, deleted, refused).
+        object plus one per kind. A dry run's result lists in ``changes`` what the run does to each object
+        (created, updated, unchanged, adopted, recreated, kept, refused).
         """
         result = ApplyResult()
         versions: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
@@ -491,12 +558,25 @@ class Manifests:
             if obj["kind"] == "CustomResourceDefinition" and (changed or not _established(after)):
                 unestablished.append(meta["name"])
         self._wait_established(unestablished)
-        if prune:
-            keep = set(result.applied)
-            stale = self._owned(_kinds(objects, kinds), result, keep)
-            for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
-                self._remove(obj, result, purge=False)
         return result
+
+    def create_missing(self, objects: list[Obj]) -> ApplyResult:
+        """Apply those of ``objects`` that do not exist; leave the others as they are (what was changed in them
+        since stays). Those of them that are this module's (its label) stay in the run's inventory, so no prune
+        deletes them: objects a module makes once and then leaves to their users (upstream's Helm pre-install
+        hooks, objects it created only when absent)."""
+        live = {ref_of(o): self.live_labels(o) for o in objects}
+        result = self.apply([o for o in objects if live[ref_of(o)] is None])
+        result.applied_refs += [r for r, labels in live.items() if (labels or {}).get(MODULE_LABEL) == self.module]
+        return result
+
+    def live_labels(self, obj: Obj) -> dict[str, str] | None:
+        """The labels of ``obj`` as it exists (None: it does not)."""
+        try:
+            live = self._get(self._resource(obj["apiVersion"], obj["kind"]), obj)
+        except ResourceNotFoundError:  # its CRD is not served yet: nothing of it exists
+            return None
+        return None if live is None else dict(live.metadata.labels or {})
 
     def _terminating(self, obj: Obj, live_meta: Obj, result: ApplyResult) -> bool:
         """Whether ``obj`` is being deleted (an earlier uninstall, or someone, deleted it and a finalizer holds it, as
@@ -551,18 +631,6 @@ class Manifests:
         result = ApplyResult()
         for obj in sorted(objects, key=lambda o: _rank(o["kind"]), reverse=True):
             self._remove(obj, result, purge)
-        return result
-
-    def prune(self, objects: list[Obj], kinds: Iterable[str] = (), timeout: int = 300) -> ApplyResult:
-        """Only the prune of :meth:`apply`, and before it: delete what the module owns of the kinds of ``objects``
-        (plus ``kinds``) that ``objects`` do not name, and wait until it is gone with its pods (foreground
-        deletion). For a workload that must never run beside the one replacing it (another Redis topology)."""
-        result = ApplyResult()
-        keep = {ident(o) for o in objects}
-        stale = self._owned(_kinds(objects, kinds), result, keep)
-        for obj in sorted(stale, key=lambda o: _rank(o["kind"]), reverse=True):
-            self._remove(obj, result, purge=False, propagation="Foreground")
-        self._wait_gone([o for o in stale if ident(o) in result.deleted], timeout)
         return result
 
     def _apply_one(self, res: Any, obj: Obj, body: Obj, maybe_adopted: bool, result: ApplyResult,
@@ -764,14 +832,137 @@ class Manifests:
         resource is left of."""
         result = ApplyResult()
         wanted = _kinds(objects, [*kinds, *(PURGED_KINDS if purge else ())])
-        owned = sorted(self._owned(wanted, result), key=lambda o: _rank(o["kind"]), reverse=True)
-        claims = self._stateful_claims(owned) if purge else []
+        self._delete_staged(self._owned(wanted, result), result, purge, timeout, tenants)
+        return result
+
+    def absent(self, objects: list[Obj], recorded: list[Ref] | None, purge: bool = False, timeout: int = 300,
+               kinds: Iterable[str] = (), tenants: Iterable[str] = (), keep: Iterable[str] = ()) -> ApplyResult:
+        """What ``ks_manifest`` with ``state: absent`` deletes: exactly ``objects`` when given (:meth:`delete_refs`),
+        else the module's labelled objects of ``kinds`` when given (:meth:`delete`), else everything the module
+        made (:meth:`uninstall`, ``recorded`` being its recorded inventory)."""
+        if objects:
+            return self.delete_refs(objects, purge=purge, timeout=timeout, tenants=tenants)
+        if kinds:
+            return self.delete([], purge=purge, timeout=timeout, kinds=kinds, tenants=tenants)
+        return self.uninstall(recorded, purge=purge, timeout=timeout, keep=keep, tenants=tenants)
+
+    def uninstall(self, recorded: list[Ref] | None, purge: bool = False, timeout: int = 300,
+                  keep: Iterable[str] = (), tenants: Iterable[str] = ()) -> ApplyResult:
+        """Delete what the module made: its recorded inventory (``None``: a record without one, whose objects are
+        found by the module's label over every kind the API serves), the last apply stage first (each stage gone
+        before the next), through the deletion policy (:meth:`_remove`). ``keep`` names objects (``Kind/ns/name``,
+        or a kind) the module keeps on uninstall (a password kept with the volume whose data it guards): a purge
+        deletes those of :data:`PURGED_KINDS`. A purge also looks at the module's labelled PVCs and Secrets."""
+        result = ApplyResult()
+        if recorded is None:
+            owned = self._owned(self._served_kinds(), result)
+        else:
+            owned = self._owned_refs(recorded, result)
+            if purge:
+                known = {ident(o) for o in owned}
+                owned += [o for o in self._owned(_kinds([], PURGED_KINDS), result) if ident(o) not in known]
+        purged = {parse_kind(k)[1] for k in PURGED_KINDS} if purge else set()
+        kept = set(keep)
+        owned = [o for o in owned if not (ident(o) in kept or o["kind"] in kept) or o["kind"] in purged]
+        self._delete_staged(owned, result, purge, timeout, tenants)
+        return result
+
+    def delete_refs(self, objects: list[Obj], purge: bool = False, timeout: int = 300,
+                    tenants: Iterable[str] = ()) -> ApplyResult:
+        """Delete exactly ``objects`` (those the module owns), through the deletion policy, and wait until they are
+        gone: a role's removal of objects it turns off."""
+        result = ApplyResult()
+        self._delete_staged(self._owned_refs([ref_of(o) for o in objects], result), result, purge, timeout, tenants)
+        return result
+
+    def prune_inventory(self, recorded: Iterable[Iterable[str]], current: Iterable[Iterable[str]],
+                        propagation: str = "Background", timeout: int | None = None) -> ApplyResult:
+        """Delete what the module's recorded inventory has and its run's inventory (``current``) lacks
+        (:func:`stale_refs`), last stage first, through the deletion policy; a Secret a task generated (never
+        applied from a render: a credential, a certificate) is kept too. What is kept stays in the inventory
+        (``survivors``). With ``timeout``, wait until the deleted objects are gone (with ``Foreground``: their
+        pods too)."""
+        result = ApplyResult()
+        owned = sorted(self._owned_refs(stale_refs(recorded, current), result), key=_uninstall_order)
         for obj in owned:
-            self._remove(obj, result, purge, tenants)
-        self._wait_gone([o for o in owned if ident(o) in result.deleted], timeout)
+            annotations = obj["metadata"].get("annotations") or {}
+            if obj["kind"] == "Secret" and APPLIED_ANNOTATION not in annotations:
+                result.kept.append(f"{ident(obj)} (generated)")
+                self._preview(result, Change(ident(obj), "kept", note="generated"))
+                continue
+            self._remove(obj, result, purge=False, propagation=propagation)
+        gone = set(result.deleted)
+        result.survivors = [ref_of(o) for o in owned if ident(o) not in gone]
+        if timeout is not None:
+            self._wait_gone([o for o in owned if ident(o) in gone], timeout)
+        for obj in owned:
+            obj["metadata"].pop("annotations", None)
+        return result
+
+    def labelled_refs(self) -> list[Ref]:
+        """The module's objects found by its label over every kind the API serves (those the installer applied and
+        that lie in its namespaces): what an install prunes besides its recorded inventory, so that what an earlier
+        installation of the module left when its record was lost (a forgotten state) goes too."""
+        return [ref_of(o) for o in self._owned(self._served_kinds(), ApplyResult())]
+
+    def prune_base(self, recorded: Iterable[Iterable[str]], install: bool) -> list[Ref]:
+        """What a run's prune compares with its inventory: the recorded inventory, and for an install the module's
+        labelled objects too (:meth:`labelled_refs`; one reference per object whatever its API version)."""
+        base = [tuple(r) for r in recorded]
+        if install:
+            known = {group_key(r) for r in base}  # type: ignore[arg-type]
+            base += [r for r in self.labelled_refs() if group_key(r) not in known]
+        return base  # type: ignore[return-value]
+
+    def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int,
+                       tenants: Iterable[str]) -> None:
+        """Delete ``owned`` through the deletion policy, the apply stages backwards, each gone before the next."""
+        claims = self._stateful_claims(owned) if purge else []
+        for level in (2, 1, 0):
+            objects = sorted((o for o in owned if stage(o["apiVersion"], o["kind"]) == level), key=_uninstall_order)
+            for obj in objects:
+                self._remove(obj, result, purge, tenants)
+            self._wait_gone([o for o in objects if ident(o) in result.deleted], timeout)
         for claim in claims:
             self._delete(claim, result)
-        return result
+
+    def _owned_refs(self, refs: Iterable[Iterable[str]], result: ApplyResult) -> list[Obj]:
+        """Of ``refs``, the objects that exist and this module may delete: labelled as its, written by the
+        installer and in its namespaces (installer.ownership); the others that carry its label are listed in
+        ``result.spared`` with the reason. Each keeps its annotations (a prune looks at them)."""
+        out: list[Obj] = []
+        for ref in dict.fromkeys(tuple(r) for r in refs):
+            obj = obj_of(ref)
+            try:
+                live = self._get(self._resource(obj["apiVersion"], obj["kind"]), obj)
+            except (ResourceNotFoundError, ApiException):  # kind not served (any more): nothing of it is left
+                continue
+            if live is None:
+                continue
+            meta = live.to_dict()["metadata"]
+            if (meta.get("labels") or {}).get(MODULE_LABEL) != self.module:
+                continue  # another module's now, or the user's
+            if not any(f.get("manager") == FIELD_MANAGER for f in meta.get("managedFields") or []):
+                continue
+            if (why := why_spared(self.module, ref_of(obj))) is not None:
+                result.spared.append(f"{ident(obj)}: {why}")
+                continue
+            obj["metadata"]["annotations"] = meta.get("annotations") or {}
+            out.append(obj)
+        return out
+
+    def _served_kinds(self) -> set[tuple[str, str]]:
+        """Every kind the API serves that can be listed and deleted (of each group's kind, its preferred version)."""
+        found: dict[tuple[str, str], str] = {}
+        for res in self.dyn.resources.search():
+            if isinstance(res, ResourceList):  # the client's own List pseudo-resource
+                continue
+            verbs = getattr(res, "verbs", None) or []
+            if "/" in (getattr(res, "name", "") or "/") or "list" not in verbs or "delete" not in verbs:
+                continue
+            if getattr(res, "preferred", False) or (res.group or "", res.kind) not in found:
+                found[(res.group or "", res.kind)] = res.group_version
+        return {(version, kind) for (_, kind), version in found.items()}
 
     def _stateful_claims(self, owned: list[Obj]) -> list[Obj]:
         """PVCs made from the volumeClaimTemplates of StatefulSets this module owns, directly or through an
@@ -800,8 +991,8 @@ class Manifests:
                             for c in pvcs if pattern.fullmatch(c.metadata.name)]
         return out
 
-    def _owned(self, kinds: set[tuple[str, str]], result: ApplyResult, keep: set[str] | None = None) -> list[Obj]:
-        """The objects of ``kinds`` but those in ``keep`` (``ident``) this module may delete: labelled as its,
+    def _owned(self, kinds: set[tuple[str, str]], result: ApplyResult) -> list[Obj]:
+        """The objects of ``kinds`` this module may delete: labelled as its,
         written by the installer and in its namespaces (installer.ownership); the others that carry its label are
         listed in ``result.spared`` with the reason."""
         selector = f"{MODULE_LABEL}={self.module}"
@@ -814,8 +1005,6 @@ class Manifests:
             for item in items:
                 obj = {"apiVersion": api_version, "kind": kind,
                        "metadata": {"name": item.metadata.name, "namespace": item.metadata.namespace}}
-                if keep is not None and ident(obj) in keep:
-                    continue
                 if not applied_by_installer(item):
                     continue
                 if (why := why_spared(self.module, ref_of(obj))) is None:

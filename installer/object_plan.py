@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from installer.adoption import releases_to_retire
+from installer.ansible_tasks import preview_params
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
 from installer.manifests import KIND_ORDER, Change, DryRun, Manifests, Obj, api_reason, as_applied, ident, ref_of, shown
 from installer.render import GENERATORS, Rendered
@@ -293,10 +294,8 @@ def offline_plan(rendered: dict[str, Rendered], actions: dict[str, str]) -> Obje
             plan.errors.append(f"{name}: task {task!r} failed: {msg}")
             continue
         if run.action == "uninstall":
-            kinds = sorted({k for c in run.manifests("absent") for k in c.get("kinds") or []}
-                           | {f"{o['apiVersion']}/{o['kind']}" for c in run.manifests("absent") for o in c["objects"]})
-            module.notes.append("deletes the module's labelled objects of the kinds " + ", ".join(kinds)
-                                + "; keeps its PVCs, CRDs and namespaces holding PVCs unless purged")
+            module.notes.append("deletes what the module made (its recorded inventory); keeps its PVCs, CRDs and "
+                                "namespaces holding PVCs unless purged")
             continue
         for obj in _ordered(run.objects()):
             module.add(ident(obj), "create")
@@ -351,56 +350,69 @@ class ClusterPlanner:
                 out.errors.append(f"{name}: {reason}")
         return out
 
+    def _recorded(self, module: str) -> list[Any] | None:
+        """The module's recorded inventory (None: no record, or one without an inventory)."""
+        record = self.records.get(module)
+        return list(record.inventory) if record is not None and record.inventory else None
+
     # Install and upgrade.
     def _apply(self, run: Rendered, module: ModuleObjects) -> None:
         manifests = Manifests(self.api, run.module, self.dry_run)
         removed: dict[str, None] = {}
         for call in run.manifests("absent"):
-            result = manifests.delete(call["objects"], purge=bool(_bool(call.get("purge"), False)),
-                                      kinds=call.get("kinds") or (), tenants=call.get("tenants") or ())
+            result = manifests.absent(call["objects"], self._recorded(run.module),
+                                      purge=bool(_bool(call.get("purge"), False)), kinds=call.get("kinds") or (),
+                                      tenants=call.get("tenants") or (), keep=call.get("keep") or ())
             removed |= dict.fromkeys(result.deleted)
         objects = run.objects()
-        for change in manifests.apply(objects, prune=False).changes:
+        as_is = {ref_of(o) for c in run.manifests() if _bool(c.get("create_only"), False) for o in c["objects"]
+                 if manifests.live_labels(o) is not None}  # made once, then left as they are (create_missing)
+        for change in manifests.apply([o for o in objects if ref_of(o) not in as_is]).changes:
             _show_change(change, module)
         applied = {ident(o) for o in objects}
         for ref in removed:
             if ref not in applied:
                 module.add(ref, "delete")
-        self._prune(manifests, run, module)
+        self._prune(manifests, run, module, set(removed) | applied)
         if run.action == "install":
             module.notes += [f"retires Helm release {r} (its release records, not its objects)"
                              for r in releases_to_retire(self.api, run.module)]
         for change in task_changes(run, self.api):
             _show_change(change, module)
 
-    def _prune(self, manifests: Manifests, run: Rendered, module: ModuleObjects) -> None:
-        """What the module's recorded inventory has and its run no longer renders (of the kinds its applies prune),
-        through the run's deletion policy."""
-        record = self.records.get(run.module)
-        if record is None:
+    def _prune(self, manifests: Manifests, run: Rendered, module: ModuleObjects, shown: set[str]) -> None:
+        """What the run's prune deletes (Manifests.prune_inventory, the run's own): what the module's recorded
+        inventory (for an install, with the module's labelled objects: Manifests.prune_base) has and its run's
+        inventory (what it renders and generates) lacks."""
+        install = run.action == "install"
+        recorded = self._recorded(run.module)
+        if recorded is None and not install:
             return
-        rendered = {ref_of(o) for o in run.objects()}
-        prunable = run.pruned_kinds()
-        stale = [{"apiVersion": a, "kind": k, "metadata": {"name": n, **({"namespace": ns} if ns else {})}}
-                 for a, k, ns, n in record.inventory if (a, k, ns, n) not in rendered and (a, k) in prunable]
-        for change in manifests.remove(stale).changes:  # else the run leaves it (created once, then the user's)
+        base = manifests.prune_base(recorded or [], install)
+        current = [ref_of(o) for o in run.objects()] + generated_refs(run)
+        for change in manifests.prune_inventory(base, current).changes:
+            if change.ref in shown:
+                continue  # deleted by a removal of the run, shown as such
             module.add(change.ref, change.action, note="no longer rendered (pruned)" if change.action == "delete"
                        else "no longer rendered; kept by the deletion policy")
 
     # Uninstall.
     def _uninstall(self, run: Rendered, module: ModuleObjects, purge: bool) -> None:
         manifests = Manifests(self.api, run.module, self.dry_run)
+        recorded = self._recorded(run.module)
         deleted: dict[str, None] = {}
         kept: dict[str, str] = {}
         purged: dict[str, None] = {}
         for call in run.manifests("absent"):
-            args = {"kinds": call.get("kinds") or (), "tenants": call.get("tenants") or ()}
+            args = {"kinds": call.get("kinds") or (), "tenants": call.get("tenants") or (),
+                    "keep": call.get("keep") or ()}
             explicit = _bool(call.get("purge"), None)
-            result = manifests.delete(call["objects"], purge=purge if explicit is None else explicit, **args)
+            result = manifests.absent(call["objects"], recorded, purge=purge if explicit is None else explicit,
+                                      **args)
             deleted |= {c.ref: None for c in result.changes if c.action == "delete"}
             kept |= {c.ref: c.note for c in result.changes if c.action == "kept"}
             if not purge and explicit is None:
-                purged |= dict.fromkeys(manifests.delete(call["objects"], purge=True, **args).deleted)
+                purged |= dict.fromkeys(manifests.absent(call["objects"], recorded, purge=True, **args).deleted)
         for ref in deleted:
             module.add(ref, "delete")
         for ref, why in kept.items():
@@ -415,6 +427,15 @@ class ClusterPlanner:
                 module.add(ref, "kept", note=note)
         for change in task_changes(run, self.api, (("ks_metadata",),)):
             _show_change(change, module)
+
+
+def generated_refs(run: Rendered) -> list[Any]:
+    """The objects the run's generator tasks make or keep (each task's ``generated()``, as its run records them)."""
+    out: list[Any] = []
+    for call in run.calls_of(*GENERATORS):
+        task = importlib.import_module(f"installer.ansible_tasks.{call['module']}")
+        out += task.generated(preview_params(task.ARGUMENT_SPEC, call["args"]))
+    return out
 
 
 def _show_change(change: Change, module: ModuleObjects) -> None:

@@ -1,11 +1,11 @@
 """Where each module's objects may live: the only namespaces from which its prune and uninstall delete anything.
 
-A module's uninstall (and the prune of an upgrade) deletes an object only when it carries the module's label, was
-written by the installer's field manager and lies in one of the module's namespaces below (or is cluster-scoped).
-The first two can be forged by anyone who can write the object; this table cannot: a ConfigMap in ``default`` is
+A module's uninstall (and the prune after its run) deletes an object of its recorded inventory only when it still
+carries the module's label, was written by the installer's field manager and lies in one of the module's namespaces
+below (or is cluster-scoped). The label and the field manager can be forged by anyone who can write the object
+(and the inventory by anyone who can write the installer's state); this table cannot: a ConfigMap in ``default`` is
 never deleted, whatever labels claim it. A Namespace object itself is deleted only when it is one of its module's
-namespaces and none of :data:`PROTECTED`. (The recorded inventory does not bound a prune: records of runs that
-applied objects conditionally lack some of them.)
+namespaces and none of :data:`PROTECTED`.
 """
 
 from __future__ import annotations

@@ -171,6 +171,12 @@ class ModuleRuns(Events):
         self.store.save(record)
         self.records[step.module] = record
 
+    def inventory(self, module: str) -> tuple[tuple[str, str, str, str], ...]:
+        """The module's recorded inventory: what its last successful run made, with what failed runs since
+        applied."""
+        record = self.records.get(module)
+        return record.inventory if record is not None else ()
+
     def maybe_welcome(self) -> None:
         """Start the welcome step once every console module is installed and none is still to run."""
         console = [m.name for m in MODULES if m.console]
@@ -267,7 +273,8 @@ class Reconciler:
         if plan.runnable:
             report.running()
             variables = run_variables(spec, cluster_facts(self.api))
-            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started)
+            runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started,
+                                    inventories=runs.inventory, api=self.api)
             try:
                 execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)
             except BaseException:

@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from installer.manifests import Obj, Ref, load_definitions, parse_kind, ref_of
+from installer.manifests import Obj, Ref, load_definitions, ref_of
 from installer.plays import plays_of
 from installer.runner import ansible_environment, unsafe_yaml, write_extravars
 
@@ -179,16 +179,6 @@ class Rendered:
             for obj in call["objects"]:
                 found[ref_of(obj)] = obj
         return list(found.values())
-
-    def pruned_kinds(self) -> set[tuple[str, str]]:
-        """(apiVersion, kind) that the run's applies prune: their objects' kinds and ``kinds``, of calls that prune."""
-        out: set[tuple[str, str]] = set()
-        for call in self.manifests():
-            if call.get("prune", True) in (False, "false", "False", "no"):
-                continue
-            out |= {(o["apiVersion"], o["kind"]) for o in call["objects"]}
-            out |= {parse_kind(k) for k in call.get("kinds") or []}
-        return out
 
     def calls_of(self, *names: str) -> list[dict[str, Any]]:
         return [c for c in self.calls if c["module"] in names]

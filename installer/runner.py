@@ -26,7 +26,17 @@ from installer.ansible_tasks import WARNINGS_KEY
 from installer.engine_settings import Settings
 from installer.escape import escaped
 from installer.forkserver import SERVER
-from installer.manifests import INVENTORY_ENV, PURGE_ENV, Ref, read_inventory, read_notes
+from installer.manifests import (
+    INVENTORY_ENV,
+    PURGE_ENV,
+    RECORDED_ENV,
+    Manifests,
+    Ref,
+    api_reason,
+    read_inventory,
+    read_notes,
+    stale_refs,
+)
 from installer.modules import get_module
 from installer.plan import Action, Step
 from installer.plays import ACTION_DIR, CALLBACK_DIR, LIBRARY_DIR, write_playbook
@@ -35,6 +45,7 @@ from installer.version import INSTALLER_VERSION
 
 log = logging.getLogger("installer")
 ERROR_TAIL = 2000
+PRUNE_TASK = "Prune what the module no longer makes"
 EXTRAVARS = Path("env") / "extravars"
 """Where ansible-runner looks for extra-vars in a private data dir (it passes ``-e @<file>`` when it exists)."""
 
@@ -242,11 +253,15 @@ class PlaybookRunner:
     """Runs modules' install/uninstall plays (installer.plays) with a fresh private_data_dir per run."""
 
     def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event,
-                 on_task: Callable[[str, int, str], None] | None = None) -> None:
+                 on_task: Callable[[str, int, str], None] | None = None,
+                 inventories: Callable[[str], tuple[Ref, ...]] | None = None, api: Any = None) -> None:
         self.settings = settings
         self.variables = variables
         self.cancel = cancel
         self.on_task = on_task
+        self.inventories = inventories
+        """The module's recorded inventory (its record's), which a successful run prunes against."""
+        self.api = api
 
     def run(self, step: Step) -> RunOutcome:
         module = get_module(step.module)
@@ -263,6 +278,12 @@ class PlaybookRunner:
             # A file, not playbook=[plays]: the fork server's client takes it on its command line.
             playbook = write_playbook(Path(pdd) / "project", module, uninstall, self.settings.playbooks_dir)
             inventory_file = str(Path(pdd) / "inventory.jsonl")
+            recorded = self.inventories(module.name) if self.inventories is not None else ()
+            recorded_env = {}
+            if recorded:
+                recorded_file = Path(pdd) / "recorded.json"
+                recorded_file.write_text(json.dumps([list(r) for r in recorded]))
+                recorded_env = {RECORDED_ENV: str(recorded_file)}
             client = SERVER.client()
             command = {"binary": str(client), "cmdline": shlex.quote(str(playbook))} if client else \
                 {"playbook": str(playbook)}
@@ -274,7 +295,7 @@ class PlaybookRunner:
                 roles_path=str(self.settings.roles_dir),
                 suppress_env_files=True,  # the environment and command line stay arguments, not files in the dir
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-                envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file,
+                envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file, **recorded_env,
                          **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
                 event_handler=progress,
@@ -294,13 +315,38 @@ class PlaybookRunner:
         _drop_environment(results / module.name / "command")
         ok = result.status == "successful" and result.rc == 0
         message = progress.message
+        failed_task = progress.failed_task
+        install = step.action == Action.INSTALL
+        if ok and not uninstall and (recorded or install) and self.api is not None:
+            try:
+                inventory = self._prune(module.name, recorded, inventory, install)
+            except Exception as exc:  # the run did not finish: its objects stay recorded, the next run prunes
+                ok, failed_task = False, PRUNE_TASK
+                message = api_reason(exc) if hasattr(exc, "body") else f"{type(exc).__name__}: {exc}"
+                log.error("[%s] task failed: %s: %s", module.name, failed_task, message)
         if result.status == "canceled":
             message = "interrupted: the installer is stopping; it is re-run on the next start"
         elif not ok and message is None:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
-        return RunOutcome(module.name, step.action, ok, result.status, progress.failed_task,
-                       None if ok else message, progress.tasks, inventory, tuple(progress.spans),
-                          tuple(progress.immutable), foreign)
+        status = "failed" if failed_task == PRUNE_TASK else result.status
+        return RunOutcome(module.name, step.action, ok, status, failed_task, None if ok else message, progress.tasks,
+                          inventory, tuple(progress.spans), tuple(progress.immutable), foreign)
+
+    def _prune(self, module: str, recorded: tuple[Ref, ...], inventory: tuple[Ref, ...],
+               install: bool) -> tuple[Ref, ...]:
+        """After a successful run: delete what the recorded inventory (for an install, with the module's labelled
+        objects: Manifests.prune_base) has and the run's lacks, through the deletion policy
+        (installer.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy kept."""
+        manifests = Manifests(self.api, module)
+        base = manifests.prune_base(recorded, install)
+        if not stale_refs(base, inventory):
+            return inventory
+        pruned = manifests.prune_inventory(base, inventory)
+        for spared in dict.fromkeys(pruned.spared):
+            log.warning("[%s] not deleted although it carries the module's label: %s", module, spared)
+        if pruned.deleted:
+            log.info("[%s] pruned what it no longer makes: %s", module, ", ".join(pruned.deleted))
+        return tuple(sorted(set(inventory) | set(pruned.survivors)))
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.

@@ -8,7 +8,7 @@ from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, generated_secret, 
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
 from installer.credentials import Refused
 from installer.kube import api_client
-from installer.manifests import record_generated
+from installer.manifests import Ref, record_generated
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "module": {"type": "str", "required": True},
@@ -19,6 +19,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
 SUPPORTS_CHECK_MODE = False
 
 
+def generated(p: dict[str, Any]) -> list[Ref]:
+    """The objects :func:`run` makes or keeps (they join the module's inventory)."""
+    return [("v1", "Secret", p["namespace"] or "", SECRET_NAME), (USER_API, "User", "", ADMIN)]
+
+
 def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
         outcome = ensure_core_secret(api_client(), p["namespace"], p["module"], p["jwt_secret"] or "",
@@ -27,7 +32,7 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
-    record_generated([("v1", "Secret", p["namespace"], SECRET_NAME), (USER_API, "User", "", ADMIN)])
+    record_generated(generated(p))
     return {"changed": outcome.changed, "created": outcome.created, "changed_keys": outcome.changed_keys,
             WARNINGS_KEY: outcome.notes}
 

@@ -8,7 +8,7 @@ from typing import Any
 from installer.ansible_tasks import TaskFailed, generated_secret, preview_params
 from installer.credentials import Refused
 from installer.kube import api_client
-from installer.manifests import record_generated
+from installer.manifests import Ref, record_generated
 from installer.random_secret import ensure_random_secret, planned_secret
 
 ARGUMENT_SPEC: dict[str, Any] = {
@@ -21,6 +21,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
 SUPPORTS_CHECK_MODE = False
 
 
+def generated(p: dict[str, Any]) -> list[Ref]:
+    """The object :func:`run` makes or keeps (it joins the module's inventory)."""
+    return [("v1", "Secret", p["namespace"] or "", p["name"])]
+
+
 def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
         outcome = ensure_random_secret(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
@@ -28,7 +33,7 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
-    record_generated([("v1", "Secret", p["namespace"], p["name"])])
+    record_generated(generated(p))
     return {"changed": outcome.changed, "created": outcome.created, "added_keys": outcome.added_keys}
 
 

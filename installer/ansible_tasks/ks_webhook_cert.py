@@ -9,7 +9,7 @@ from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, generated_secret, 
 from installer.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
 from installer.credentials import Refused
 from installer.kube import api_client
-from installer.manifests import record_generated
+from installer.manifests import Ref, record_generated
 
 ARGUMENT_SPEC: dict[str, Any] = {
     "module": {"type": "str", "required": True},
@@ -26,6 +26,11 @@ ARGUMENT_SPEC: dict[str, Any] = {
 SUPPORTS_CHECK_MODE = False
 
 
+def generated(p: dict[str, Any]) -> list[Ref]:
+    """The object :func:`run` makes or keeps (it joins the module's inventory)."""
+    return [("v1", "Secret", p["namespace"] or "", p["secret"])]
+
+
 def run(p: dict[str, Any]) -> dict[str, Any]:
     if len(p["keys"]) != 3:
         raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
@@ -36,7 +41,7 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no key material
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
-    record_generated([("v1", "Secret", p["namespace"], p["secret"])])
+    record_generated(generated(p))
     return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle,
             WARNINGS_KEY: [outcome.note] if outcome.note else []}
 

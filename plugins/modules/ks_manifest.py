@@ -5,20 +5,35 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: ks_manifest
-short_description: Server-side apply a set of objects for one installer module, with prune; or delete them.
+short_description: Server-side apply a set of objects for one installer module, or delete them.
 options:
   module: {description: Installer module that owns the objects (label value)., type: str, required: true}
-  state: {description: present applies (and prunes); absent deletes., type: str, default: present}
-  definition: {description: Objects as a list or a multi-document YAML string., type: raw, default: []}
-  prune: {description: Delete owned objects of the same kinds that are no longer rendered., type: bool}
+  state: {description: present applies; absent deletes., type: str, default: present}
+  definition:
+    description: Objects as a list or a multi-document YAML string. With state absent, exactly these are deleted;
+      without them, the module's recorded inventory (what its runs made) is.
+    type: raw
+    default: []
   apply:
-    description: False - apply nothing, only prune, and wait until the pruned objects are gone with their pods
-      (foreground deletion); before the apply of a workload that must never run beside the one it replaces.
+    description: False - apply nothing, only delete what the module's recorded inventory has and neither the
+      definition nor the run so far names, and wait until it is gone with its pods (foreground deletion); before
+      the apply of a workload that must never run beside the one it replaces. (Everything else the module no
+      longer makes is pruned by the engine after the run succeeds.)
     type: bool
     default: true
+  create_only:
+    description: Apply only the objects that do not exist; leave the others as they are (changes made to them
+      since stay). Those that carry the module's label stay in its run's inventory, so no prune deletes them.
+    type: bool
+    default: false
   kinds:
-    description: More kinds (apiVersion/Kind) that prune (present) or delete (absent) looks at, whether or not
-      the definition has objects of them.
+    description: On absent, delete the module's labelled objects of these kinds (apiVersion/Kind) instead.
+    type: list
+    elements: str
+    default: []
+  keep:
+    description: On absent without definition or kinds, objects (Kind/namespace/name, or a Kind) the uninstall
+      keeps; a purge deletes those that are PersistentVolumeClaims or Secrets.
     type: list
     elements: str
     default: []

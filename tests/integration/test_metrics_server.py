@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from installer_state import cc_with
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -90,9 +89,7 @@ def helm(sim: SimCluster, *args: str) -> subprocess.CompletedProcess[str]:
 def _clean(api: client.ApiClient, sim: SimCluster) -> None:
     """Remove what an earlier, interrupted run may have left: the module's objects (the APIService first) and
     the test's Helm release."""
-    kinds = yaml.safe_load((REPO / "roles" / "metrics-server" / "defaults" / "main.yaml").read_text())[
-        "ks_metrics_server_kinds"]
-    Manifests(api, "metrics_server").delete([], kinds=kinds, timeout=60)
+    Manifests(api, "metrics_server").uninstall(None, timeout=60)
     if helm(sim, "status", RELEASE, "--namespace", NS).returncode == 0:
         assert helm(sim, "uninstall", RELEASE, "--namespace", NS, "--wait").returncode == 0
 

@@ -56,7 +56,7 @@ def test_modules_creating_a_namespace_at_once_agree_on_its_owner(kube_api: clien
 
     def apply(m: Manifests) -> None:
         start.wait()
-        results[m.module] = m.apply([namespace], prune=False)
+        results[m.module] = m.apply([namespace])
 
     threads = [threading.Thread(target=apply, args=(m,)) for m in modules]
     try:

@@ -59,7 +59,7 @@ def test_a_cancelled_run_leaves_no_process_and_keeps_what_its_tasks_recorded(
         {"name": "Apply", "ks_manifest": {"module": MODULE, "definition": [CONFIG]}},
         {"name": "Read", "ks_info": {"kind": "ConfigMap", "name": NAME, "namespace": NAMESPACE}, "register": "read",
          "failed_when": "read.resources[0].data.a != 'b'"},
-        {"name": "Wait forever", "ks_manifest": {"module": MODULE, "definition": [STUCK], "prune": False,
+        {"name": "Wait forever", "ks_manifest": {"module": MODULE, "definition": [STUCK],
                                                  "wait": True, "wait_timeout": 3600}},
     ])
     base = tmp_path / "kubesphere"

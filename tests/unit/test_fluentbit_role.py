@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from installer_state import upstream_objects
 from role_harness import Objects, find, keys, pod, render_scenarios
 
@@ -212,10 +211,3 @@ def test_scheduling(rendered: dict[str, Objects]) -> None:
     mixed = operator(rendered["mixed_scheduling"])
     assert mixed["nodeSelector"] == {"logs": "yes"} and mixed["tolerations"] == TOLERATE_ALL
     assert mixed["affinity"] == {}
-
-
-def test_declared_kinds_cover_every_rendered_kind(rendered: dict[str, Objects]) -> None:
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())
-    declared = set(defaults["ks_fluentbit_kinds"]) | set(defaults["ks_fluentbit_cr_kinds"]) | {"v1/Namespace"}
-    for objects in rendered.values():
-        assert {f"{o['apiVersion']}/{o['kind']}" for o in objects} <= declared

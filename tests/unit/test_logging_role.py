@@ -237,8 +237,6 @@ def test_certificate_is_generated_and_never_pruned() -> None:
     assert cert["ks_webhook_cert"]["secret"] == "{{ ks_logging_injector_cert.secret }}"
     defaults = yaml.safe_load((REPO / "roles" / "logging" / "defaults" / "main.yaml").read_text())
     assert defaults["ks_logging_injector_cert"]["keys"] == ["ca.crt", "server.crt", "server.key"]
-    # Prune on install looks at ks_logging_kinds only: no Secret (the certificate), no webhook (registered apart).
-    assert not any(k.endswith(("/Secret", "WebhookConfiguration")) for k in defaults["ks_logging_kinds"])
 
 
 def test_webhook_after_its_backend_and_removed_before_it() -> None:
@@ -247,8 +245,12 @@ def test_webhook_after_its_backend_and_removed_before_it() -> None:
     wait = names.index("Logging | Wait for Deployment {{ ks_logging_namespace }}/{{ ks_logging_injector_deployment }}")
     endpoints = names.index("Logging | Wait for the endpoints of Service {{ ks_logging_injector_service }}")
     assert wait < endpoints < register
-    # Turned off: the webhook and certificate go before the apply whose prune removes the injector.
+    # Turned off: the webhook and certificate go before the apply (the engine's prune removes the injector after).
     assert names.index("Logging | Remove the logsidecar-injector webhook and certificate") < next(
         i for i, n in enumerate(names) if n.startswith("Logging | Apply the fluent-bit"))
-    uninstall = [t["ks_manifest"]["kinds"] for t in _tasks("uninstall.yaml") if "ks_manifest" in t]
-    assert uninstall == ["{{ ks_logging_webhook_kinds }}", "{{ ks_logging_kinds + ['v1/Secret'] }}"]
+    removal = next(t["ks_manifest"] for t in _tasks("main.yaml")
+                   if t["name"] == "Logging | Remove the logsidecar-injector webhook and certificate")
+    assert [o["kind"] for o in removal["definition"]] == ["MutatingWebhookConfiguration", "Secret"]
+    # Uninstall deletes the recorded inventory, the webhook first (the last apply stage), keeping nothing.
+    uninstall = [t["ks_manifest"] for t in _tasks("uninstall.yaml") if "ks_manifest" in t]
+    assert uninstall == [{"module": "{{ ks_module }}", "state": "absent"}]

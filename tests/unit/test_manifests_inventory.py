@@ -1,4 +1,6 @@
-"""Which objects prune and uninstall consider a module's: its label, applied by the installer, of the given kinds."""
+"""What prune and uninstall delete: what the module's recorded inventory names (prune: what this run's inventory
+lacks) and it owns (its label, applied by the installer, in its namespaces), through the one deletion policy; the
+label query over kinds only where no inventory is recorded."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ from typing import Any
 import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer.manifests import ApplyResult, Manifests, applied_by_installer, ident, parse_kind
-from installer.settings import FIELD_MANAGER
+from installer.manifests import Manifests, Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
+from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL
 
 
 def _item(name: str, manager: str, namespace: str | None = "kube-system") -> Any:
@@ -49,14 +51,6 @@ def test_applied_by_installer_looks_at_the_field_manager() -> None:
     assert not applied_by_installer(SimpleNamespace(metadata={"name": "x"}))
 
 
-def test_prune_covers_extra_kinds_skips_foreign_objects_and_unserved_kinds() -> None:
-    m, deleted = _manifests({("v1", "Endpoints"): [_item("etcd", FIELD_MANAGER),
-                                                   _item("node-exporter", "kube-controller-manager")]})
-    result = m.apply([], prune=True, kinds=["v1/Endpoints", "monitoring.coreos.com/v1/Prometheus"])
-    assert deleted == ["Endpoints/etcd"]
-    assert isinstance(result, ApplyResult)
-
-
 def test_delete_uses_the_given_kinds() -> None:
     m, deleted = _manifests({("v1", "Endpoints"): [_item("etcd", FIELD_MANAGER)]})
     m._wait_gone = lambda objects, timeout: None  # type: ignore[method-assign]
@@ -64,24 +58,198 @@ def test_delete_uses_the_given_kinds() -> None:
     assert deleted == ["Endpoints/etcd"]
 
 
-def test_prune_keeps_crds() -> None:
-    crd = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
-    m, deleted = _manifests({crd: [_item("prometheuses.monitoring.coreos.com", FIELD_MANAGER, None)]})
-    result = m.apply([], prune=True, kinds=["apiextensions.k8s.io/v1/CustomResourceDefinition"])
-    assert deleted == []
-    assert result.kept == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com"]
 
 
-def test_prune_alone_deletes_in_the_foreground_what_the_definition_does_not_name() -> None:
-    deployment, statefulset = ("apps/v1", "Deployment"), ("apps/v1", "StatefulSet")
-    m, _ = _manifests({deployment: [_item("redis", FIELD_MANAGER), _item("redis-ha-haproxy", FIELD_MANAGER)],
-                       statefulset: [_item("redis-ha-server", FIELD_MANAGER)]})
-    calls: list[tuple[str, str]] = []
-    m._delete = lambda obj, result, propagation="Background": calls.append(  # type: ignore[method-assign]
-        (obj["metadata"]["name"], propagation)) or result.deleted.append(ident(obj))
-    waited: list[str] = []
-    m._wait_gone = lambda objects, timeout: waited.extend(o["metadata"]["name"] for o in objects)  # type: ignore
-    wanted = [{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": "kube-system"}}
-              for kind, name in (("StatefulSet", "redis-ha-server"), ("Deployment", "redis-ha-haproxy"))]
-    m.prune(wanted, kinds=["apps/v1/Deployment"])
-    assert calls == [("redis", "Foreground")] and waited == ["redis"]
+# --- The recorded inventory ----------------------------------------------------------------------------------
+
+
+def test_stale_refs_are_what_the_recorded_inventory_has_and_the_run_lacks() -> None:
+    recorded = [("apps/v1", "Deployment", "ns", "a"), ("v1", "ConfigMap", "ns", "b"),
+                ("policy/v1beta1", "PodDisruptionBudget", "ns", "c")]
+    current = [["apps/v1", "Deployment", "ns", "a"], ("policy/v1", "PodDisruptionBudget", "ns", "c")]
+    # A role moving an object to another version of its group keeps it (the same object).
+    assert stale_refs(recorded, current) == [("v1", "ConfigMap", "ns", "b")]
+    assert stale_refs(recorded, recorded) == []
+
+
+def test_stages() -> None:
+    assert stage("v1", "Namespace") == stage("apiextensions.k8s.io/v1", "CustomResourceDefinition") == 0
+    assert {stage(v, k) for v, k in (("apps/v1", "Deployment"), ("v1", "Secret"), ("policy/v1", "PodDisruptionBudget"),
+                                     ("rbac.authorization.k8s.io/v1", "ClusterRole"))} == {1}
+    assert {stage(v, k) for v, k in (("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+                                     ("apiregistration.k8s.io/v1", "APIService"),
+                                     ("monitoring.coreos.com/v1", "ServiceMonitor"))} == {2}
+
+
+MODULE = "monitoring"
+NS = "kubesphere-monitoring-system"
+
+
+def _live(module: str | None = MODULE, manager: str = FIELD_MANAGER, applied: bool = True) -> Obj:
+    return {"labels": {MODULE_LABEL: module} if module else {}, "managedFields": [{"manager": manager}],
+            "annotations": {APPLIED_ANNOTATION: "d"} if applied else {}}
+
+
+class Cluster:
+    """A fake cluster for :class:`Manifests`: live objects by ``(kind, name)``; what is deleted, in which order,
+    and what each wait waited for."""
+
+    def __init__(self, live: dict[tuple[str, str], Obj]) -> None:
+        self.live = live
+        self.deleted: list[tuple[str, str]] = []
+        self.waits: list[list[str]] = []
+        self.m = Manifests.__new__(Manifests)
+        self.m.module = MODULE
+        self.m._resource = lambda api_version, kind: kind  # type: ignore[method-assign]
+        self.m._get = self._get  # type: ignore[method-assign]
+        self.m._delete = self._delete  # type: ignore[method-assign]
+        self.m._wait_gone = lambda objects, timeout: self.waits.append([ident(o) for o in objects])  # type: ignore
+        self.m._has_resources = lambda name: False  # type: ignore[method-assign]
+        self.m._has_pvcs = lambda namespace: False  # type: ignore[method-assign]
+        self.m._other_modules_in = lambda namespace, tenants=(): []  # type: ignore[method-assign]
+        self.m._stateful_claims = lambda owned: []  # type: ignore[method-assign]
+
+    def _get(self, kind: str, obj: Obj) -> Any:
+        meta = self.live.get((kind, obj["metadata"]["name"]))
+        if meta is None or (kind, obj["metadata"]["name"]) in self.deleted:
+            return None
+        return SimpleNamespace(to_dict=lambda: {"metadata": {"name": obj["metadata"]["name"], **meta}})
+
+    def _delete(self, obj: Obj, result: Any, propagation: str = "Background") -> None:
+        self.deleted.append((obj["kind"], obj["metadata"]["name"]))
+        result.deleted.append(ident(obj))
+        result.deleted_refs.append((obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace") or "",
+                                    obj["metadata"]["name"]))
+
+
+def test_prune_deletes_what_the_run_no_longer_makes_through_the_deletion_policy() -> None:
+    cluster = Cluster({("Deployment", "kept-rendered"): _live(), ("ConfigMap", "dropped"): _live(),
+                       ("ConfigMap", "moved"): _live("alerting"), ("ConfigMap", "users"): _live(None, "kubectl"),
+                       ("ConfigMap", "relabelled"): _live(manager="kubectl"),
+                       ("Secret", "password"): _live(applied=False), ("PersistentVolumeClaim", "data"): _live(),
+                       ("ConfigMap", "gone"): _live()})
+    cluster.deleted.append(("ConfigMap", "gone"))  # deleted by someone since
+    recorded = [("v1", kind, NS, name) for kind, name in cluster.live]
+    current = [("v1", "Deployment", NS, "kept-rendered")]
+    result = cluster.m.prune_inventory(recorded, current)
+    assert cluster.deleted[1:] == [("ConfigMap", "dropped")]
+    # Kept by the policy, and so still the module's: the generated password, the volume.
+    assert sorted(result.kept) == [f"PersistentVolumeClaim/{NS}/data", f"Secret/{NS}/password (generated)"]
+    assert sorted(r[1] for r in result.survivors) == ["PersistentVolumeClaim", "Secret"]
+    # Never an object that is another module's or the user's now, nor one the installer did not write.
+    assert not result.spared
+
+
+def test_prune_before_an_apply_waits_in_the_foreground() -> None:
+    cluster = Cluster({("Deployment", "redis"): _live(), ("StatefulSet", "redis-ha-server"): _live()})
+    calls: list[str] = []
+    cluster.m._delete = lambda obj, result, propagation="Background": calls.append(  # type: ignore[method-assign]
+        propagation) or result.deleted.append(ident(obj))
+    recorded = [("apps/v1", "Deployment", NS, "redis"), ("apps/v1", "StatefulSet", NS, "redis-ha-server")]
+    cluster.m.prune_inventory(recorded, recorded[1:], propagation="Foreground", timeout=60)
+    assert calls == ["Foreground"] and cluster.waits == [[f"Deployment/{NS}/redis"]]
+
+
+def test_a_prune_spares_what_lies_outside_the_module_s_namespaces() -> None:
+    cluster = Cluster({("ConfigMap", "planted"): _live()})
+    result = cluster.m.prune_inventory([("v1", "ConfigMap", "default", "planted")], [])
+    assert cluster.deleted == [] and result.spared == [
+        "ConfigMap/default/planted: namespace default is not one of module monitoring's"]
+
+
+def _uninstall_cluster() -> tuple[Cluster, list[tuple[str, str, str, str]]]:
+    cluster = Cluster({("Namespace", NS): _live(), ("Deployment", "operator"): _live(),
+                       ("Prometheus", "k8s"): _live(), ("ValidatingWebhookConfiguration", "hook"): _live(),
+                       ("Secret", "password"): _live(applied=False), ("Workspace", "system-workspace"): _live(),
+                       ("CustomResourceDefinition", "prometheuses.monitoring.coreos.com"): _live(),
+                       ("ConfigMap", "users"): _live(None, "kubectl")})
+    refs = [("v1", "Namespace", "", NS), ("apps/v1", "Deployment", NS, "operator"),
+            ("monitoring.coreos.com/v1", "Prometheus", NS, "k8s"),
+            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "hook"),
+            ("v1", "Secret", NS, "password"), ("tenant.kubesphere.io/v1alpha2", "Workspace", "", "system-workspace"),
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "prometheuses.monitoring.coreos.com"),
+            ("v1", "ConfigMap", NS, "users")]
+    return cluster, refs
+
+
+def test_uninstall_deletes_the_recorded_inventory_last_stage_first_and_keeps_what_the_policy_keeps() -> None:
+    cluster, refs = _uninstall_cluster()
+    result = cluster.m.uninstall(refs, keep=[f"Secret/{NS}/password", "Workspace"])
+    assert cluster.deleted == [("ValidatingWebhookConfiguration", "hook"), ("Prometheus", "k8s"),
+                               ("Deployment", "operator"), ("Namespace", NS)]
+    # Each stage is gone before the next starts (the operator still runs while its custom resources go).
+    assert cluster.waits == [["ValidatingWebhookConfiguration/hook", f"Prometheus/{NS}/k8s"],
+                             [f"Deployment/{NS}/operator"], [f"Namespace/{NS}"]]
+    assert result.kept == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com"]  # by the policy
+
+
+def test_a_purge_deletes_the_kept_credentials_but_never_what_a_role_keeps_for_good() -> None:
+    cluster, refs = _uninstall_cluster()
+    cluster.m._owned = lambda kinds, result, keep=None: []  # type: ignore[method-assign]  # no other PVC or Secret
+    result = cluster.m.uninstall(refs, purge=True, keep=[f"Secret/{NS}/password", "Workspace"])
+    assert ("Workspace", "system-workspace") not in cluster.deleted
+    assert ("Secret", "password") in cluster.deleted and ("CustomResourceDefinition",
+                                                          "prometheuses.monitoring.coreos.com") in cluster.deleted
+    assert ("Workspace", "system-workspace") not in cluster.deleted and not result.kept
+
+
+def test_uninstall_without_a_recorded_inventory_looks_for_the_module_s_label_over_every_served_kind() -> None:
+    m, deleted = _manifests({("v1", "Endpoints"): [_item("etcd", FIELD_MANAGER)]})
+    m._wait_gone = lambda objects, timeout: None  # type: ignore[method-assign]
+    m._served_kinds = lambda: {("v1", "Endpoints"), ("v1", "Pod")}  # type: ignore[method-assign]
+    m.uninstall(None)
+    assert deleted == ["Endpoints/etcd"]
+
+
+def test_an_uninstall_waits_only_for_what_it_deleted() -> None:
+    cluster = Cluster({("Namespace", NS): _live(), ("Deployment", "grafana"): _live(),
+                       ("PersistentVolumeClaim", "grafana-storage"): _live(),
+                       ("CustomResourceDefinition", "prometheuses.monitoring.coreos.com"): _live(),
+                       ("Secret", "password"): _live(applied=False)})
+    cluster.m._has_pvcs = lambda namespace: True  # type: ignore[method-assign]
+    refs = [("v1", "Namespace", "", NS), ("apps/v1", "Deployment", NS, "grafana"),
+            ("v1", "PersistentVolumeClaim", NS, "grafana-storage"),
+            ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "prometheuses.monitoring.coreos.com"),
+            ("v1", "Secret", NS, "password")]
+    result = cluster.m.uninstall(refs, keep=[f"Secret/{NS}/password"])
+    assert cluster.deleted == [("Deployment", "grafana")]
+    # The kept volume, CRD and namespace holding the volume are never waited for (they never go).
+    assert [w for w in cluster.waits if w] == [[f"Deployment/{NS}/grafana"]]
+    assert sorted(result.kept) == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com",
+                                   f"Namespace/{NS} (holds PersistentVolumeClaims)",
+                                   f"PersistentVolumeClaim/{NS}/grafana-storage"]
+
+
+def test_an_install_prunes_the_module_s_labelled_objects_besides_its_recorded_inventory() -> None:
+    cluster = Cluster({})
+    recorded = [("v1", "ConfigMap", NS, "recorded"), ("policy/v1beta1", "PodDisruptionBudget", NS, "pdb")]
+    labelled = [("v1", "ConfigMap", NS, "left-behind"), ("policy/v1", "PodDisruptionBudget", NS, "pdb")]
+    cluster.m.labelled_refs = lambda: labelled  # type: ignore[method-assign]
+    # An upgrade prunes against its recorded inventory alone (no query over every kind).
+    assert cluster.m.prune_base(recorded, install=False) == recorded
+    # An install (a first one, or one after the module's record was lost) also against what carries its label:
+    # what an earlier installation left; one reference per object whatever its API version.
+    assert cluster.m.prune_base(recorded, install=True) == [*recorded, ("v1", "ConfigMap", NS, "left-behind")]
+    assert cluster.m.prune_base([], install=True) == labelled
+
+
+def test_create_only_applies_what_is_missing_and_keeps_the_module_s_others_in_its_inventory() -> None:
+    live = {"ours": {MODULE_LABEL: MODULE}, "users": {}}
+    m = Manifests.__new__(Manifests)
+    m.module = MODULE
+    m._resource = lambda api_version, kind: kind  # type: ignore[method-assign]
+    m._get = lambda res, obj: None if obj["metadata"]["name"] not in live else SimpleNamespace(  # type: ignore
+        metadata=SimpleNamespace(labels=live[obj["metadata"]["name"]]))
+    applied: list[list[str]] = []
+
+    def apply(objects: list[Obj]) -> Any:
+        applied.append([o["metadata"]["name"] for o in objects])
+        return SimpleNamespace(applied_refs=[("v1", o["kind"], NS, o["metadata"]["name"]) for o in objects])
+
+    m.apply = apply  # type: ignore[method-assign]
+    objects = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": NS}}
+               for n in ("missing", "ours", "users")]
+    result = m.create_missing(objects)
+    # Only the missing one is applied: the module's stays as it is (edits kept), the user's is left alone.
+    assert applied == [["missing"]]
+    assert sorted(r[3] for r in result.applied_refs) == ["missing", "ours"]  # never pruned; not the user's

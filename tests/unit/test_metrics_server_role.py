@@ -139,13 +139,11 @@ def test_scheduling(rendered: dict[str, Objects]) -> None:
         GLOBAL["nodeSelector"], TOLERATE_ALL, GLOBAL["affinity"])
 
 
-def test_uninstall_deletes_every_rendered_kind_apiservice_first() -> None:
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())
-    kinds = defaults["ks_metrics_server_kinds"]
-    assert {k.rpartition("/")[2] for k in kinds} == {kind for kind, _, _ in upstream_objects("metrics_server")}
-    from installer.manifests import KIND_ORDER
-    # kinds installer.manifests does not order are applied last and deleted first
-    assert "APIService" not in KIND_ORDER
+def test_uninstall_deletes_the_inventory_apiservice_first() -> None:
+    from installer.manifests import stage
+
+    # The APIService is of the last apply stage, which an uninstall deletes first (and waits for).
+    assert stage("apiregistration.k8s.io/v1", "APIService") > stage("apps/v1", "Deployment")
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
     assert [t["ks_manifest"]["state"] for t in uninstall] == ["absent"]
 

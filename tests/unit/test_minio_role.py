@@ -187,11 +187,11 @@ def test_credentials_are_random_kept_and_never_logged() -> None:
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())
     assert defaults["ks_minio_secret"] == "minio"
     assert [c["key"] for c in defaults["ks_minio_credentials"]] == ["accesskey", "secretkey"]
-    assert not any(k.endswith("/Secret") for k in defaults["ks_minio_kinds"])  # never pruned, kept on uninstall
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yaml").read_text())
     handling = [t for t in tasks if "ks_random_secret" in t]
     assert handling and not any(t.get("no_log") for t in handling)  # no value in or out; a refusal must show
     assert "openpitrixminio" not in (ROLE / "templates" / "minio.yaml.j2").read_text()
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
     assert [t["ks_manifest"] for t in uninstall] == [
-        {"module": "{{ ks_module }}", "state": "absent", "kinds": "{{ ks_minio_kinds + [ks_minio_job_kind] }}"}]
+        {"module": "{{ ks_module }}", "state": "absent",
+         "keep": ["Secret/{{ ks_minio_namespace }}/{{ ks_minio_secret }}"]}]

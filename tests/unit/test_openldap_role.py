@@ -196,6 +196,5 @@ def test_no_task_shows_the_password() -> None:
     # The generator takes and returns no value (its refusal of a found password must reach the status): not hidden.
     assert [t.get("no_log") is True for t in handling] == [True, True, False], [t["name"] for t in handling]
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
-    kinds = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())["ks_openldap_kinds"]
-    assert [t["ks_manifest"]["kinds"] for t in uninstall] == ["{{ ks_openldap_kinds }}"]
-    assert not any(k.endswith(("/Secret", "/PersistentVolumeClaim")) for k in kinds)
+    # The uninstall deletes the recorded inventory but the password (the volume stays by policy).
+    assert [t["ks_manifest"].get("keep") for t in uninstall] == [["Secret/{{ ks_namespace }}/{{ ks_openldap_secret }}"]]

@@ -227,8 +227,7 @@ def test_no_task_shows_the_password() -> None:
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yaml").read_text())
     handling = [t for t in tasks if "ks_random_secret" in t]
     assert handling and not any(t.get("no_log") for t in handling)  # no value in or out; a refusal must show
-    kinds = yaml.safe_load((ROLE / "defaults" / "main.yaml").read_text())["ks_redis_kinds"]
-    assert not any(k.endswith("/Secret") for k in kinds)  # never pruned, kept on uninstall
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
     assert [t["ks_manifest"] for t in uninstall] == [
-        {"module": "{{ ks_module }}", "state": "absent", "kinds": "{{ ks_redis_kinds }}"}]
+        {"module": "{{ ks_module }}", "state": "absent",
+         "keep": ["Secret/{{ ks_redis_namespace }}/{{ ks_redis_secret }}"]}]
