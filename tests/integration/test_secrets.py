@@ -42,7 +42,8 @@ def _auth(client_secret: str, private_key: str = CANARIES["privateKey"]) -> dict
                                                                  "privateKey": private_key}}]}}
 
 
-def _etcd_secret(api: client.ApiClient) -> None:
+def _etcd_secret(api: client.ApiClient) -> bool:
+    """The etcd client certificates' Secret; True when its namespace had to be made for it (the test's, then)."""
     core = client.CoreV1Api(api)
     body = client.V1Secret(metadata=client.V1ObjectMeta(name="kube-etcd-client-certs"), string_data={
         "etcd-client-ca.crt": "ca", "etcd-client.crt": "crt", "etcd-client.key": CANARIES["etcdKey"]})
@@ -52,8 +53,10 @@ def _etcd_secret(api: client.ApiClient) -> None:
         if exc.status == 404:  # the namespace comes with preinstall
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="kubesphere-monitoring-system")))
             core.create_namespaced_secret("kubesphere-monitoring-system", body)
-        elif exc.status != 409:
+            return True
+        if exc.status != 409:
             raise
+    return False
 
 
 def _texts(root: Path) -> dict[str, str]:
@@ -66,10 +69,14 @@ def _texts(root: Path) -> dict[str, str]:
 
 @pytest.fixture
 def etcd_secret(installer: Installer) -> Iterator[None]:
-    _etcd_secret(installer.api)
+    made_namespace = _etcd_secret(installer.api)
     yield
     core = client.CoreV1Api(installer.api)
     core.delete_namespaced_secret("kube-etcd-client-certs", "kubesphere-monitoring-system")
+    if made_namespace:  # not the installer's: a later install would neither own nor label it
+        core.delete_namespace("kubesphere-monitoring-system")
+        eventually(lambda: "kubesphere-monitoring-system" not in {
+            n.metadata.name for n in core.list_namespace().items}, what="the test's namespace gone")
     # MinIO's keys and volume, which its uninstall keeps; its pod first: while one mounts the volume, the claim
     # stays Terminating and a later MinIO install would wait for it in vain.
     with contextlib.suppress(ApiException):
