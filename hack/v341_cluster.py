@@ -393,8 +393,9 @@ class Builder:
                               check=False).returncode
 
     def settle(self, timeout: float = 120) -> None:
-        """Wait until the controllers caught up (each workload's revision made, the StatefulSets' volumes claimed),
-        as on a cluster that has run for a while."""
+        """Wait until the controllers caught up (each workload's revision made, the StatefulSets' volumes claimed,
+        each ResourceQuota counted: its hard limits in its status and the pods of its namespace's ReplicaSets made,
+        which its usage counts), as on a cluster that has run for a while: none of them writes an object later."""
         apps = client.AppsV1Api(self.api)
         core = client.CoreV1Api(self.api)
         deadline = time.monotonic() + timeout
@@ -411,6 +412,11 @@ class Builder:
                           for t in spec.volume_claim_templates or []} if spec.replicas else set()
                 if not sts.status.current_revision or not wanted <= claims:
                     behind.append(meta.name)
+            quotas = core.list_resource_quota_for_all_namespaces().items
+            behind += [q.metadata.name for q in quotas if (q.status.hard or {}) != (q.spec.hard or {})]
+            counted = {q.metadata.namespace for q in quotas}
+            behind += [r.metadata.name for r in apps.list_replica_set_for_all_namespaces().items
+                       if r.metadata.namespace in counted and (r.status.replicas or 0) != (r.spec.replicas or 0)]
             if not behind:
                 return
             assert time.monotonic() < deadline, f"not settled: {behind}"
