@@ -316,7 +316,7 @@ class Builder:
             self.made.refs[ident(obj)] = (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
         self.made.seconds["apply"] = time.monotonic() - begin
         self.settle()
-        self.made.objects = {key: uid for key, ref in self.made.refs.items() if (uid := self.uid(ref))}
+        self.made.objects = uids(self.api, self.made.refs)
         return self.made
 
     def upstream_step(self, module: str, step: upstream_fixture.Step, objects: list[Obj],
@@ -392,17 +392,10 @@ class Builder:
                                f"--cache-dir={self.cache}", *args], capture_output=True, timeout=120,
                               check=False).returncode
 
-    def uid(self, ref: Ref) -> str | None:
-        api_version, kind, namespace, name = ref
-        try:
-            return self.dyn.resources.get(api_version=api_version, kind=kind).get(
-                name=name, namespace=namespace or None).metadata.uid
-        except ApiException:
-            return None
-
     def settle(self, timeout: float = 120) -> None:
-        """Wait until the controllers caught up (each workload's revision made, the StatefulSets' volumes claimed),
-        as on a cluster that has run for a while."""
+        """Wait until the controllers caught up (each workload's revision made, the StatefulSets' volumes claimed,
+        each ResourceQuota counted: its hard limits in its status and the pods of its namespace's ReplicaSets made,
+        which its usage counts), as on a cluster that has run for a while: none of them writes an object later."""
         apps = client.AppsV1Api(self.api)
         core = client.CoreV1Api(self.api)
         deadline = time.monotonic() + timeout
@@ -419,6 +412,11 @@ class Builder:
                           for t in spec.volume_claim_templates or []} if spec.replicas else set()
                 if not sts.status.current_revision or not wanted <= claims:
                     behind.append(meta.name)
+            quotas = core.list_resource_quota_for_all_namespaces().items
+            behind += [q.metadata.name for q in quotas if (q.status.hard or {}) != (q.spec.hard or {})]
+            counted = {q.metadata.namespace for q in quotas}
+            behind += [r.metadata.name for r in apps.list_replica_set_for_all_namespaces().items
+                       if r.metadata.namespace in counted and (r.status.replicas or 0) != (r.spec.replicas or 0)]
             if not behind:
                 return
             assert time.monotonic() < deadline, f"not settled: {behind}"
@@ -454,6 +452,32 @@ def build(target: Target, cluster: HasKubeconfig, work: Path, profile: Profile =
 
 
 # -- what the takeover changed (the tests and the demo compare before and after)
+def snapshot(api: client.ApiClient, refs: dict[str, Ref]) -> dict[str, Obj]:
+    """Each ref's live object as the API serves it (none for one that is gone), read with one list per kind: hundreds
+    of reads one by one cost the API server and the client's models far more. Every object has its apiVersion and
+    kind (a list's items may not)."""
+    wanted: dict[tuple[str, str], dict[tuple[str, str], str]] = {}
+    for key, (api_version, kind, namespace, name) in refs.items():
+        wanted.setdefault((api_version, kind), {})[(namespace, name)] = key
+    dyn = dynamic(api)
+    out: dict[str, Obj] = {}
+    for (api_version, kind), keys in wanted.items():
+        resource = dyn.resources.get(api_version=api_version, kind=kind)
+        raw = api.call_api(resource.path(), "GET", header_params={"Accept": "application/json"},
+                           auth_settings=["BearerToken"], _preload_content=False, _return_http_data_only=True).data
+        for item in json.loads(raw)["items"]:
+            meta = item["metadata"]
+            if (key := keys.get((meta.get("namespace") or "", meta["name"]))) is not None:
+                out[key] = {"apiVersion": api_version, "kind": kind, **item}
+    return out
+
+
+def uids(api: client.ApiClient, refs: dict[str, Ref]) -> dict[str, str]:
+    """Each ref's live uid (none for one that is gone), in the order of ``refs``."""
+    objects = snapshot(api, refs)
+    return {key: objects[key]["metadata"]["uid"] for key in refs if key in objects}
+
+
 def live(api: client.ApiClient, ref: Ref) -> Any:
     api_version, kind, namespace, name = ref
     return dynamic(api).resources.get(api_version=api_version, kind=kind).get(
@@ -469,7 +493,8 @@ def uid_of(api: client.ApiClient, ref: Ref) -> str | None:
 
 def deleted(api: client.ApiClient, made: V341Cluster) -> list[str]:
     """What the fixture made that is gone or another object now (its uid changed)."""
-    return sorted(k for k, uid in made.objects.items() if uid_of(api, made.refs[k]) != uid)
+    now = uids(api, {k: made.refs[k] for k in made.objects})
+    return sorted(k for k, uid in made.objects.items() if now.get(k) != uid)
 
 
 def revisions(api: client.ApiClient, made: V341Cluster) -> dict[str, tuple[int, tuple[str, ...]]]:
@@ -477,17 +502,17 @@ def revisions(api: client.ApiClient, made: V341Cluster) -> dict[str, tuple[int, 
     apps = client.AppsV1Api(api)
     children: dict[tuple[str, str], list[Any]] = {}
     out = {}
-    for key, ref in made.refs.items():
-        if ref[1] not in WORKLOADS:
-            continue
-        obj = live(api, ref)
+    workloads = {key: ref for key, ref in made.refs.items() if ref[1] in WORKLOADS}
+    objects = snapshot(api, workloads)
+    for key, ref in workloads.items():
+        meta = objects[key]["metadata"]
         kind = "ReplicaSet" if ref[1] == "Deployment" else "ControllerRevision"
         if (kind, ref[2]) not in children:
             children[(kind, ref[2])] = (apps.list_namespaced_replica_set(ref[2]).items if kind == "ReplicaSet"
                                         else apps.list_namespaced_controller_revision(ref[2]).items)
         names = tuple(sorted(c.metadata.name for c in children[(kind, ref[2])]
-                             if any(o.uid == obj.metadata.uid for o in c.metadata.owner_references or [])))
-        out[key] = (obj.metadata.generation, names)
+                             if any(o.uid == meta["uid"] for o in c.metadata.owner_references or [])))
+        out[key] = (meta["generation"], names)
     return out
 
 

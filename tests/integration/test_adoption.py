@@ -33,6 +33,7 @@ from v341_cluster import (
     live,
     restarted,
     revisions,
+    snapshot,
     uid_of,
 )
 
@@ -120,7 +121,7 @@ def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str]
     removes; each module's releases to retire; no roll of kubesphere.yaml's readers
     (the original's file, parsed and without the keys they read from variables, is what ks-config renders: their pods
     roll once, with ks-core's new template); nothing is changed by it."""
-    versions = {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()}
+    versions = {k: o["metadata"]["resourceVersion"] for k, o in snapshot(installer.api, made.refs).items()}
     # Every module's dry run over hundreds of found objects: a minute on an idle machine, more on a loaded one.
     proc = installer.cli("plan", "--objects", "-o", "json", timeout=900)
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -141,7 +142,7 @@ def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str]
     for key, module in made.releases.items():
         if module:
             assert f"retires Helm release {key} (its release records, not its objects)" in plan[module]["notes"]
-    assert {k: live(installer.api, ref).metadata.resourceVersion for k, ref in made.refs.items()} == versions
+    assert {k: o["metadata"]["resourceVersion"] for k, o in snapshot(installer.api, made.refs).items()} == versions
     assert StateStore(installer.api).raw() == {}  # no state written either
 
 
@@ -166,7 +167,7 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
         preview(installer, made)
     workloads = revisions(api, made)
     result.workloads = len(workloads)
-    legacy_before = {k for k, ref in made.refs.items() if _legacy(live(api, ref).to_dict()["metadata"])}
+    legacy_before = {k for k, obj in snapshot(api, made.refs).items() if _legacy(obj["metadata"])}
 
     # The reconcile (as reconcile_ok, keeping its log): every enabled module runs, as plan says.
     planned = installer.planned()
@@ -197,12 +198,13 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     # managers' fields moved to the installer and pruned. What a module leaves to the cluster stays as it was
     # (preinstall: the VolumeSnapshot CRDs, which it applies only when the cluster has none).
     records, _ = StateStore(api).load()
+    objects = snapshot(api, made.refs)
     for module, keys in made.adopted.items():
         inventory = {ident({"kind": k, "metadata": {"namespace": ns, "name": n}})
                      for _, k, ns, n in records[module].inventory}
         pruned = left = 0
         for key in keys:
-            obj = live(api, made.refs[key]).to_dict()
+            obj = objects[key]
             meta = obj["metadata"]
             labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
             managers = {e["manager"] for e in meta.get("managedFields") or []}

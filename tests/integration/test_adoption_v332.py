@@ -15,7 +15,7 @@ import upstream_fixture
 import yaml
 from kubernetes import client
 from simcluster import SimCluster
-from v341_cluster import LOGGING, PLUGGABLE_V332, UPSTREAM_ROLLS, V341Cluster, live, uid_of
+from v341_cluster import LOGGING, PLUGGABLE_V332, UPSTREAM_ROLLS, V341Cluster, live, snapshot, uids
 
 from installer.settings import MODULE_LABEL
 
@@ -113,19 +113,18 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     cc_before: dict[str, Any] = {}
     admin_hash = "$2a$10$zcHepmzfKPoxCVCYZr5K7ORPZZ/ySe9p/7IUb/8u./xHrnSX2LOCO"  # a password the user set
 
-    def snapshot(installer: Installer, made: V341Cluster) -> None:
+    def before_switch(installer: Installer, made: V341Cluster) -> None:
         """Before the switch: the user changed the admin's password; each object's content as v3.3.2 left it."""
         assert installer.status()["core"]["version"] == "v3.3.2"
         cc_before.update(installer.cc())
         assert cc_before["metadata"]["labels"]["version"] == "v3.3.2"  # v3.3.2's own cc, as the user applied it
         sim.kubectl("patch", "users.iam.kubesphere.io", "admin", "--type=merge", "-p",
                     json.dumps({"spec": {"password": admin_hash}}))
-        for key, ref in made.refs.items():
-            before[key] = content(live(installer.api, ref).to_dict())
+        before.update({key: content(obj) for key, obj in snapshot(installer.api, made.refs).items()})
         nm_cert["tls.crt"] = secret_value(installer.api, MONITORING, NM_CERT.split("/")[-1], "tls.crt")
         claims_before.update(claim_uids(installer.api))
 
-    result = take_over(installer, sim, tmp_path, PLUGGABLE_V332, preview=snapshot,
+    result = take_over(installer, sim, tmp_path, PLUGGABLE_V332, preview=before_switch,
                        may_restart=UPSTREAM_ROLLS | TEMPLATE_CHANGED | NOT_ALIGNED, may_replace=PLUGGABLE_REPLACED,
                        rolls_twice=CONFIG_READERS)
     api, made = installer.api, result.made
@@ -147,7 +146,8 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     # Updated: each object whose content v3.4.1 renders differently from v3.3.2 changed (the published webhook
     # certificate replaced, below); deleted: what v3.3.2's records list and v3.4.1 does not render (none of the
     # releases v3.4.1 upgraded); the claims (redis', Jenkins', the StatefulSets') are the same objects.
-    after = {k: content(live(api, ref).to_dict()) for k, ref in made.refs.items() if k in made.objects}
+    objects = snapshot(api, {k: ref for k, ref in made.refs.items() if k in made.objects})
+    after = {k: content(obj) for k, obj in objects.items()}
     updated = {k for k in after if k in before and after[k] != before[k]}
     # (A claim's size is the cc's: v3.3.2's says jenkinsVolumeSize 8Gi where v3.4.1's says 16Gi; claims are kept.)
     by_v341 = {k for k in OLD if k in NEW and content(OLD[k]) != content(NEW[k])
@@ -161,7 +161,8 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     # Elasticsearch (below).
     added = {k: (o["apiVersion"], o["kind"], k.split("/")[1] if k.count("/") == 2 else "", o["metadata"]["name"])
              for k, o in NEW.items() if k not in OLD and "opensearch" not in k and k != JAEGER_SECRET}
-    assert len(added) > 20 and sorted(k for k, ref in added.items() if uid_of(api, ref) is None) == []
+    there = uids(api, added)
+    assert len(added) > 20 and sorted(k for k in added if k not in there) == []
 
     # The log store stays v3.3.2's Elasticsearch, as upstream's v3.4.1 kept it (status.es → common.es.enabled): no
     # OpenSearch made, its StatefulSets the same objects and not restarted (take_over), kubesphere.yaml and the Fluent
@@ -203,8 +204,7 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
     print(f"{'module':<15} {'updated':>8} {'by v3.4.1':>10} {'deleted':>8}  rolled (why); left")
     for module, keys in sorted(made.adopted.items()):
         rolled = [f"{k.split('/')[-1]} ({why(k)})" for k in result.restarted if k in keys]
-        left = [k for k in keys if MODULE_LABEL not in (live(api, made.refs[k]).to_dict()["metadata"].get("labels")
-                                                         or {})]
+        left = [k for k in keys if MODULE_LABEL not in (objects[k]["metadata"].get("labels") or {})]
         print(f"{module:<15} {sum(k in updated for k in keys):>8} {sum(k in updated & by_v341 for k in keys):>10} "
               f"{sum(k in DROPPED for k in keys):>8}  {', '.join(rolled) or '-'}; {', '.join(left) or '-'}")
     print("credentials kept:", ", ".join(sorted([*made.credentials, "User/admin spec.password"])),
