@@ -187,7 +187,12 @@ def read_recorded() -> list[Ref] | None:
 def applied_by_installer(item: Any) -> bool:
     """Whether the installer's field manager applied the object (not, e.g., Endpoints that the endpoints
     controller created for a labelled Service and gave that Service's labels)."""
-    return any(f.get("manager") == FIELD_MANAGER for f in item.metadata.get("managedFields") or [])
+    return installer_managed(item.metadata)
+
+
+def installer_managed(meta: Any) -> bool:
+    """Whether the installer's field manager wrote to the object whose metadata is ``meta``."""
+    return any(f.get("manager") == FIELD_MANAGER for f in meta.get("managedFields") or [])
 
 
 def load_definitions(definition: str | Iterable[Any]) -> list[Obj]:
@@ -899,19 +904,41 @@ class Manifests:
             obj["metadata"].pop("annotations", None)
         return result
 
-    def labelled_refs(self) -> list[Ref]:
-        """The module's objects found by its label over every kind the API serves (those the installer applied and
-        that lie in its namespaces): what an install prunes besides its recorded inventory, so that what an earlier
-        installation of the module left when its record was lost (a forgotten state) goes too."""
-        return [ref_of(o) for o in self._owned(self._served_kinds(), ApplyResult())]
+    def labelled(self) -> dict[str, list[Ref]]:
+        """Every object the installer applied that carries a module's label, by module, over every kind the API
+        serves: one metadata-only list per kind, for all modules at once (a reconcile that installs several
+        modules reads it once: :class:`LabelledObjects`)."""
+        found: dict[str, list[Ref]] = {}
+        for api_version, kind in sorted(self._served_kinds()):
+            try:
+                raw = self._resource(api_version, kind).get(label_selector=MODULE_LABEL, serialize=False,
+                                                            header_params={"Accept": PARTIAL_METADATA_LIST})
+            except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing to find
+                continue
+            for item in json.loads(raw.data).get("items") or []:
+                meta = item["metadata"]
+                if installer_managed(meta):
+                    module = (meta.get("labels") or {}).get(MODULE_LABEL, "")
+                    found.setdefault(module, []).append((api_version, kind, meta.get("namespace") or "",
+                                                         meta["name"]))
+        return found
 
-    def prune_base(self, recorded: Iterable[Iterable[str]], install: bool) -> list[Ref]:
+    def labelled_refs(self, labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
+        """The module's objects found by its label over every kind the API serves (those the installer applied and
+        that lie in its namespaces; ``labelled``: :meth:`labelled`, read already): what an install prunes besides
+        its recorded inventory, so that what an earlier installation of the module left when its record was lost
+        (a forgotten state) goes too."""
+        found = (self.labelled() if labelled is None else labelled).get(self.module, [])
+        return [ref for ref in found if why_spared(self.module, ref) is None]
+
+    def prune_base(self, recorded: Iterable[Iterable[str]], install: bool,
+                   labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
         """What a run's prune compares with its inventory: the recorded inventory, and for an install the module's
         labelled objects too (:meth:`labelled_refs`; one reference per object whatever its API version)."""
         base = [tuple(r) for r in recorded]
         if install:
             known = {group_key(r) for r in base}  # type: ignore[arg-type]
-            base += [r for r in self.labelled_refs() if group_key(r) not in known]
+            base += [r for r in self.labelled_refs(labelled) if group_key(r) not in known]
         return base  # type: ignore[return-value]
 
     def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int,
@@ -942,7 +969,7 @@ class Manifests:
             meta = live.to_dict()["metadata"]
             if (meta.get("labels") or {}).get(MODULE_LABEL) != self.module:
                 continue  # another module's now, or the user's
-            if not any(f.get("manager") == FIELD_MANAGER for f in meta.get("managedFields") or []):
+            if not installer_managed(meta):
                 continue
             if (why := why_spared(self.module, ref_of(obj))) is not None:
                 result.spared.append(f"{ident(obj)}: {why}")

@@ -25,7 +25,19 @@ from typing import Any
 from installer.adoption import releases_to_retire
 from installer.ansible_tasks import preview_params
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
-from installer.manifests import KIND_ORDER, Change, DryRun, Manifests, Obj, api_reason, as_applied, ident, ref_of, shown
+from installer.manifests import (
+    KIND_ORDER,
+    Change,
+    DryRun,
+    Manifests,
+    Obj,
+    Ref,
+    api_reason,
+    as_applied,
+    ident,
+    ref_of,
+    shown,
+)
 from installer.render import GENERATORS, Rendered
 from installer.render_plugins import GENERATED, GENERATED_CA
 from installer.settings import APPLIED_ANNOTATION
@@ -322,6 +334,8 @@ class ClusterPlanner:
         self.records = records
         self.dry_run = DryRun()
         """Kinds whose CRDs the plan creates (objects of them cannot be dry-run yet), namespaces it creates."""
+        self._labelled: dict[str, list[Ref]] | None = None
+        """Every module's labelled objects (Manifests.labelled), read by the first install's prune."""
 
     def plan(self, rendered: dict[str, Rendered], steps: dict[str, Any]) -> ObjectPlan:
         out = ObjectPlan()
@@ -388,7 +402,9 @@ class ClusterPlanner:
         recorded = self._recorded(run.module)
         if recorded is None and not install:
             return
-        base = manifests.prune_base(recorded or [], install)
+        if install and self._labelled is None:
+            self._labelled = manifests.labelled()
+        base = manifests.prune_base(recorded or [], install, self._labelled)
         current = [ref_of(o) for o in run.objects()] + generated_refs(run)
         for change in manifests.prune_inventory(base, current).changes:
             if change.ref in shown:

@@ -262,6 +262,9 @@ class PlaybookRunner:
         self.inventories = inventories
         """The module's recorded inventory (its record's), which a successful run prunes against."""
         self.api = api
+        self._labelled: dict[str, list[Ref]] | None = None
+        """Every module's labelled objects (Manifests.labelled), read by the reconcile's first install's prune."""
+        self._labelled_lock = threading.Lock()
 
     def run(self, step: Step) -> RunOutcome:
         module = get_module(step.module)
@@ -338,7 +341,7 @@ class PlaybookRunner:
         objects: Manifests.prune_base) has and the run's lacks, through the deletion policy
         (installer.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy kept."""
         manifests = Manifests(self.api, module)
-        base = manifests.prune_base(recorded, install)
+        base = manifests.prune_base(recorded, install, self._labelled_objects(manifests) if install else None)
         if not stale_refs(base, inventory):
             return inventory
         pruned = manifests.prune_inventory(base, inventory)
@@ -347,6 +350,15 @@ class PlaybookRunner:
         if pruned.deleted:
             log.info("[%s] pruned what it no longer makes: %s", module, ", ".join(pruned.deleted))
         return tuple(sorted(set(inventory) | set(pruned.survivors)))
+
+    def _labelled_objects(self, manifests: Manifests) -> dict[str, list[Ref]]:
+        """Every module's labelled objects, read once per reconcile: what an earlier installation of a module left
+        stays until that module's install prunes it, whichever module's install read them (each prunes only its
+        own)."""
+        with self._labelled_lock:
+            if self._labelled is None:
+                self._labelled = manifests.labelled()
+            return self._labelled
 
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.

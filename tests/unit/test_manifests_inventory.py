@@ -224,7 +224,9 @@ def test_an_install_prunes_the_module_s_labelled_objects_besides_its_recorded_in
     cluster = Cluster({})
     recorded = [("v1", "ConfigMap", NS, "recorded"), ("policy/v1beta1", "PodDisruptionBudget", NS, "pdb")]
     labelled = [("v1", "ConfigMap", NS, "left-behind"), ("policy/v1", "PodDisruptionBudget", NS, "pdb")]
-    cluster.m.labelled_refs = lambda: labelled  # type: ignore[method-assign]
+    # Read once for every module; another module's objects, and the module's own outside its namespaces, never.
+    cluster.m.labelled = lambda: {MODULE: [*labelled, ("v1", "ConfigMap", "default", "elsewhere")],  # type: ignore
+                                  "redis": [("v1", "ConfigMap", NS, "redis-thing")]}
     # An upgrade prunes against its recorded inventory alone (no query over every kind).
     assert cluster.m.prune_base(recorded, install=False) == recorded
     # An install (a first one, or one after the module's record was lost) also against what carries its label:
