@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -178,7 +179,7 @@ def read_recorded() -> list[Ref] | None:
     if not path:
         return None
     try:
-        refs = json.loads(open(path, encoding="utf-8").read())  # noqa: SIM115
+        refs = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     return [tuple(r) for r in refs]  # type: ignore[misc]
