@@ -39,9 +39,8 @@ RUN python3 -m venv /opt/ks-installer/venv \
 # playbooks/kubesphere_running), /tmp (shell-operator's tmp dir, the engine's fork server) and $HOME: volumes in
 # deploy/kubesphere-installer.yaml, so the root filesystem can be read-only.
 COPY hooks/ /hooks/
-COPY plugins/ /opt/ks-installer/plugins/
 COPY roles/ /opt/ks-installer/roles/
-RUN python3 -m compileall -q /opt/ks-installer/plugins /opt/ks-installer/roles \
+RUN python3 -m compileall -q /opt/ks-installer/roles \
  && chmod +x /hooks/kubesphere/*.py \
  && mkdir -p /kubesphere/results /kubesphere/cache /kubesphere/run /kubesphere/playbooks /tmp/shell-operator \
  && chown -R kubesphere:kubesphere /kubesphere /tmp/shell-operator
@@ -50,7 +49,6 @@ ENV SHELL_OPERATOR_HOOKS_DIR=/hooks \
     SHELL_OPERATOR_TMP_DIR=/tmp/shell-operator \
     DEBUG_UNIX_SOCKET=/tmp/shell-operator/debug.socket \
     KS_BASE_DIR=/kubesphere \
-    KS_PLUGINS_DIR=/opt/ks-installer/plugins \
     KS_ROLES_DIR=/opt/ks-installer/roles \
     KS_RESULTS_DIR=/kubesphere/results \
     ANSIBLE_ROLES_PATH=/opt/ks-installer/roles \

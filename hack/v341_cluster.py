@@ -272,7 +272,7 @@ class Builder:
             steps = [s for s in planned.plan.runnable if not only or s.module in only]
             variables = run_variables(planned.prepared.spec, cluster_facts(self.api))
             out = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
-                                        settings.plugins_dir, settings.roles_dir, plays_dir=settings.playbooks_dir)
+                                        settings.roles_dir, plays_dir=settings.playbooks_dir)
         for name, run in out.items():
             assert run.failure is None, f"rendering {name}: {run.failure}"
         return out, planned.prepared.spec

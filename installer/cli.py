@@ -226,7 +226,7 @@ def _invalid(label: str, errors: list[SpecError]) -> str:
 
 def _offline_plan(args: argparse.Namespace, settings: Settings) -> tuple[Plan, Prepared]:
     def files(m: Module) -> str:
-        return files_digest(m, settings.plugins_dir, settings.roles_dir, plays_dir=settings.playbooks_dir)
+        return files_digest(m, settings.roles_dir, plays_dir=settings.playbooks_dir)
 
     last = _valid(_load_spec(args.last_applied), None, args.last_applied).spec if args.last_applied else None
     planned = plan_cc({"spec": _load_spec(args.desired)}, records_for(last, files) if last else {}, last, files,
@@ -332,8 +332,8 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
     variables = run_variables(prepared.spec, facts)
     try:
         rendered = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
-                                         settings.plugins_dir, settings.roles_dir,
-                                         world=render.WORLD if api is None else None, plays_dir=settings.playbooks_dir)
+                                         settings.roles_dir, world=render.WORLD if api is None else None,
+                                         plays_dir=settings.playbooks_dir)
     except render.RenderFailed as exc:
         raise UsageError(f"rendering the playbooks failed: {exc}") from exc
     if api is None:

@@ -26,7 +26,7 @@ def default_base_dir() -> Path:
     """``/kubesphere`` in the image; from a checkout, the user's own ``$XDG_CACHE_HOME/ks-installer/kubesphere``
     (``~/.cache/...``), so a local ``plan``, ``reconcile`` or ``uninstall`` writes nothing under ``/kubesphere``
     unless ``KS_BASE_DIR`` says so."""
-    if not (_REPO / "plugins").exists():
+    if not (_REPO / "roles").exists():
         return Path("/kubesphere")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "ks-installer" / "kubesphere"
@@ -46,9 +46,6 @@ class Settings:
     console_timeout: int
     drift_interval: int
     """Seconds between drift checks on the schedule binding (0: every tick)."""
-    plugins_dir: Path = _REPO / "plugins"
-    """The installer's Ansible plugins: ``modules`` (the ks_* tasks), ``action`` (the same, in Ansible's worker) and
-    ``callback`` (ks_preload)."""
 
     @property
     def digest_cache(self) -> Path:
@@ -79,5 +76,4 @@ class Settings:
             module_timeout=int(os.environ.get("KS_MODULE_TIMEOUT", "3600")),
             console_timeout=int(os.environ.get("KS_CONSOLE_TIMEOUT", "900")),
             drift_interval=int(os.environ.get("KS_DRIFT_INTERVAL", "300")),
-            plugins_dir=_source_dir("KS_PLUGINS_DIR", base / "installer" / "plugins", "plugins"),
         )

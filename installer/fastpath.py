@@ -112,7 +112,7 @@ def _nothing_to_do(cc: dict[str, Any], secret: dict[str, Any], status: dict[str,
         current_format = format_of(data, STATE_SECRET) == FORMAT
     except StateUnreadable:
         return None
-    files = DigestCache(settings.digest_cache, settings.plugins_dir, settings.roles_dir,
+    files = DigestCache(settings.digest_cache, settings.roles_dir,
                         plays_dir=settings.playbooks_dir)
     planned = plan_cc(cc, records, previous, files)
     prepared, plan = planned.prepared, planned.plan

@@ -2,8 +2,8 @@
 
 hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs). The code is its install
 play (installer.plays: built from its role, or the file that replaces it), the roles that play uses (with their meta
-dependencies and filter plugins), the installer's Ansible modules those roles call, the action plugins that run them
-and the engine files those import (followed transitively: the Ansible side).
+dependencies and filter plugins), the installer's ``ks_*`` tasks those roles call (``installer/ansible_tasks``) and the
+engine files those import (followed transitively: the Ansible side).
 Equal hashes mean re-running the module would change nothing; a change to a file re-runs exactly the modules that
 execute it, and an installer upgrade that changes none of them (the engine alone, or only its version) runs none.
 """
@@ -20,11 +20,12 @@ from typing import Any
 
 from installer import yaml_c
 from installer.modules import Module
-from installer.plays import ACTION_DIR, LIBRARY_DIR, file_name, play_text, plays_of
+from installer.plays import file_name, play_text, plays_of
 from installer.spec import Spec, get
 
 ENGINE_PACKAGE = "installer"
 ENGINE_DIR = Path(__file__).resolve().parent
+TASKS_PACKAGE = "ansible_tasks"
 _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
 
 
@@ -85,9 +86,9 @@ def _task_files(roles: list[Path]) -> list[Path]:
     return [f for r in roles for f in sorted(r.glob("*/*.y*ml")) if f.parent.name in ("tasks", "handlers")]
 
 
-def library_used(plays: Any, roles: list[Path], library: Path) -> list[Path]:
-    """The installer's Ansible modules that the plays' tasks call."""
-    available = {p.stem: p for p in library.glob("*.py")}
+def tasks_used(plays: Any, roles: list[Path], tasks_dir: Path) -> list[Path]:
+    """The files of the installer's ``ks_*`` tasks that the plays call."""
+    available = {p.stem: p for p in tasks_dir.glob("ks_*.py")}
     keys = set(_yaml_keys(plays)) | {k for f in _task_files(roles) for k in _yaml_keys(_load(f))}
     return [available[k] for k in sorted(keys & available.keys())]
 
@@ -145,34 +146,33 @@ def _digest_paths(paths: list[Path], play: tuple[str, str] | None = None) -> str
     return h.hexdigest()
 
 
-def code_files(module: Module, plugins_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+def code_files(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
                plays_dir: Path | None = None) -> list[Path]:
-    """The files the module's install play runs: roles, Ansible modules, the action plugins that run them and the
-    engine code they import (``plays_dir``: see installer.plays)."""
+    """The files the module's install play runs: roles, the ``ks_*`` tasks they call and the engine code those
+    import (``plays_dir``: see installer.plays)."""
     plays = plays_of(module, plays_dir=plays_dir)
     roles = [roles_dir / r for r in roles_used(plays, roles_dir)]
-    library = library_used(plays, roles, plugins_dir / LIBRARY_DIR)
-    actions = [a for m in library if (a := plugins_dir / ACTION_DIR / m.name).is_file()]
+    tasks = tasks_used(plays, roles, engine_dir / TASKS_PACKAGE)
     plugins = [p for r in roles for p in sorted(r.rglob("*.py"))]
-    return [*roles, *library, *actions, *engine_code(library + actions + plugins, engine_dir)]
+    return [*roles, *tasks, *engine_code(tasks + plugins, engine_dir)]
 
 
 @cache
-def files_digest(module: Module, plugins_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+def files_digest(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
                  plays_dir: Path | None = None) -> str:
     """Digest of the module's install play and its :func:`code_files`."""
     play = (file_name(module), play_text(module, plays_dir=plays_dir))
-    return _digest_paths(code_files(module, plugins_dir, roles_dir, engine_dir, plays_dir), play)
+    return _digest_paths(code_files(module, roles_dir, engine_dir, plays_dir), play)
 
 
 class DigestCache:
-    """:func:`files_digest` per module, kept in a file and reused while no file under the plugins, the roles, the
-    engine or the plays that replace generated ones changed (same paths, sizes and modification times): hashing
+    """:func:`files_digest` per module, kept in a file and reused while no file under the roles, the engine or the
+    plays that replace generated ones changed (same paths, sizes and modification times): hashing
     parses every role and engine import, which a reconcile with nothing to do should not pay for."""
 
-    def __init__(self, path: Path | None, plugins_dir: Path, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+    def __init__(self, path: Path | None, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
                  plays_dir: Path | None = None) -> None:
-        self.path, self.dirs, self.plays_dir = path, (plugins_dir, roles_dir, engine_dir), plays_dir
+        self.path, self.dirs, self.plays_dir = path, (roles_dir, engine_dir), plays_dir
         self._signature: str | None = None
         self._digests: dict[str, str] | None = None
 

@@ -333,7 +333,7 @@ def preload() -> None:
     import yaml  # noqa: F401
 
     from installer import ansible_patches
-    from installer.ansible_tasks.preload import import_tasks
+    from installer.ansible_tasks._preload import import_tasks
     from installer.engine_settings import Settings
 
     import_tasks(base=False)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from installer.adoption import releases_to_retire
-from installer.ansible_tasks import preview_params
+from installer.ansible_tasks import generators, preview_params
+from installer.ansible_tasks._record import GENERATED, GENERATED_CA
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
 from installer.manifests import (
     KIND_ORDER,
@@ -38,8 +39,7 @@ from installer.manifests import (
     ref_of,
     shown,
 )
-from installer.render import GENERATORS, Rendered
-from installer.render_plugins import GENERATED, GENERATED_CA
+from installer.render import Rendered
 from installer.settings import APPLIED_ANNOTATION
 
 #: Metadata the API server sets or moves on every write (and the installer's own bookkeeping annotation).
@@ -280,15 +280,17 @@ def _ordered(objects: list[Obj]) -> list[Obj]:
     return sorted(objects, key=lambda o: KIND_ORDER.index(o["kind"]) if o["kind"] in KIND_ORDER else len(KIND_ORDER))
 
 
-#: The ``ks_*`` tasks a preview asks what they would do (each its ``preview()``), in the order the plan lists them.
-PREVIEWED = (GENERATORS, ("ks_rollout",), ("ks_metadata",))
+def previewed() -> tuple[tuple[str, ...], ...]:
+    """The ``ks_*`` tasks a preview asks what they would do (each its ``preview()``), in the order the plan lists
+    them: those that generate credentials, ks_rollout, ks_metadata."""
+    return generators(), ("ks_rollout",), ("ks_metadata",)
 
 
-def task_changes(run: Rendered, api: Any, groups: Iterable[tuple[str, ...]] = PREVIEWED) -> list[Change]:
+def task_changes(run: Rendered, api: Any, groups: Iterable[tuple[str, ...]] | None = None) -> list[Change]:
     """What the run's ``ks_*`` task calls would change, each task's own ``preview(args, api, recorded)`` (``api``
-    None: offline, what they write)."""
+    None: offline, what they write; ``groups``: those tasks only, default :func:`previewed`)."""
     out: list[Change] = []
-    for names in groups:
+    for names in groups if groups is not None else previewed():
         for call in run.calls_of(*names):
             task = importlib.import_module(f"installer.ansible_tasks.{call['module']}")
             out += task.preview(call["args"], api, call.get("result"))
@@ -312,7 +314,7 @@ def offline_plan(rendered: dict[str, Rendered], actions: dict[str, str]) -> Obje
         for obj in _ordered(run.objects()):
             module.add(ident(obj), "create")
             module.manifests.append(as_applied(obj, name))
-        for change in task_changes(run, None, (GENERATORS,)):
+        for change in task_changes(run, None, (generators(),)):
             module.add(change.ref, change.action, change.fields, change.note)
             if change.body is not None:
                 module.manifests.append(change.body)
@@ -448,7 +450,7 @@ class ClusterPlanner:
 def generated_refs(run: Rendered) -> list[Any]:
     """The objects the run's generator tasks make or keep (each task's ``generated()``, as its run records them)."""
     out: list[Any] = []
-    for call in run.calls_of(*GENERATORS):
+    for call in run.calls_of(*generators()):
         task = importlib.import_module(f"installer.ansible_tasks.{call['module']}")
         out += task.generated(preview_params(task.ARGUMENT_SPEC, call["args"]))
     return out

@@ -17,9 +17,6 @@ from installer.modules import Module
 
 DEFAULTS_ROLE = "kubesphere-defaults"
 """The role every play runs first: the image catalogue and the defaults the module roles read."""
-#: The installer's Ansible plugins, by kind, under its plugins directory (``KS_PLUGINS_DIR``): the ``ks_*`` task
-#: modules, the action plugins that run them in Ansible's worker, and the callback plugin (ks_preload).
-LIBRARY_DIR, ACTION_DIR, CALLBACK_DIR = "modules", "action", "callback"
 
 
 class _Dumper(yaml.SafeDumper):

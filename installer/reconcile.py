@@ -200,7 +200,7 @@ class Reconciler:
         self.stop = threading.Event()
         self.ccs = ClusterConfigurations(api)
         self.store = StateStore(api)
-        self.digests = DigestCache(settings.digest_cache, settings.plugins_dir, settings.roles_dir,
+        self.digests = DigestCache(settings.digest_cache, settings.roles_dir,
                                    plays_dir=settings.playbooks_dir)
 
     def stopping(self) -> bool:

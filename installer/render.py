@@ -1,8 +1,8 @@
 """Render modules: run their real plays with every ``ks_*`` task recorded instead of run.
 
 The plays (installer.plays) run as a reconcile runs them (the same roles, tasks and variables), in check mode and
-with the action plugins of :mod:`installer.render_plugins` in place of the installer's: each ``ks_*`` call appends
-its arguments to a capture file and answers as the cluster would, so nothing is written. ``ks_info`` reads the
+with ``KS_CAPTURE_DIR`` set: each ``ks_*`` task (:mod:`installer.ansible_tasks._record`) appends its arguments to a
+capture file and answers as the cluster would, so nothing is written. ``ks_info`` reads the
 cluster in ``$KUBECONFIG``, or answers from an offline world (:data:`WORLD`). Several modules (or spec variants of
 one) render in one ``ansible-playbook``, one Ansible host each, so facts never leak between them.
 
@@ -25,16 +25,10 @@ from typing import Any
 
 import yaml
 
+from installer.ansible_tasks._record import CAPTURE_ENV, WORLD_ENV
 from installer.manifests import Obj, Ref, load_definitions, ref_of
 from installer.plays import plays_of
 from installer.runner import ansible_environment, unsafe_yaml, write_extravars
-
-PLUGINS_DIR = Path(__file__).resolve().parent / "render_plugins"
-"""The recording action plugins (never on a real run's plugin path)."""
-RECORDED = ("ks_manifest", "ks_info", "ks_core_secret", "ks_rollout", "ks_webhook_cert", "ks_metadata",
-            "ks_random_secret", "ks_telemetry", "ks_alert_rules", "ks_failed", "ks_found_check")
-GENERATORS = ("ks_core_secret", "ks_random_secret", "ks_webhook_cert")
-"""Tasks that write generated credentials: a render shows their Secrets as ``(generated)``, never a value."""
 
 #: What ``ks_info`` answers offline, by kind: one control-plane node, a default StorageClass, the namespaces every
 #: cluster has, the Secrets and Endpoints the modules read or wait for (ks-core's generated JWT key and token as
@@ -116,7 +110,7 @@ def wrapper_playbook(hosts: dict[str, Host]) -> list[dict[str, Any]]:
     return plays
 
 
-def run_hosts(hosts: dict[str, Host], work: Path, plugins_dir: Path, roles_dir: Path, *,
+def run_hosts(hosts: dict[str, Host], work: Path, roles_dir: Path, *,
               extravars: dict[str, Any] | None = None, world: dict[str, Any] | None = None,
               timeout: float = 900) -> dict[str, list[dict[str, Any]]]:
     """Run every host's plays in one ``ansible-playbook`` (in ``work``, an empty private directory) and return each
@@ -131,14 +125,12 @@ def run_hosts(hosts: dict[str, Host], work: Path, plugins_dir: Path, roles_dir: 
                str(work / "playbook.yaml"), "--check"]
     if extravars:
         command += ["-e", f"@{write_extravars(work, extravars)}"]
-    # The installer's callback plugin stays (ks_preload: the tasks' code imported once, before Ansible forks a worker
-    # per task); its action plugins give way to the recording ones.
-    env = {**os.environ, **ansible_environment(plugins_dir, work), "ANSIBLE_ROLES_PATH": str(roles_dir),
-           "ANSIBLE_FORKS": str(min(len(hosts), 8) or 1), "ANSIBLE_ACTION_PLUGINS": str(PLUGINS_DIR),
-           "KS_CAPTURE_DIR": str(work)}
-    env.pop("KS_RENDER_WORLD", None)
+    # The installer's plugins as in a run; KS_CAPTURE_DIR makes each ks_* task record its call (ansible_tasks._record).
+    env = {**os.environ, **ansible_environment(work), "ANSIBLE_ROLES_PATH": str(roles_dir),
+           "ANSIBLE_FORKS": str(min(len(hosts), 8) or 1), CAPTURE_ENV: str(work)}
+    env.pop(WORLD_ENV, None)
     if world is not None:
-        env["KS_RENDER_WORLD"] = json.dumps(world)
+        env[WORLD_ENV] = json.dumps(world)
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     results = {}
     for host in hosts:
@@ -184,8 +176,8 @@ class Rendered:
         return [c for c in self.calls if c["module"] in names]
 
 
-def render_modules(steps: list[tuple[str, str, str]], variables: dict[str, Any], plugins_dir: Path,
-                   roles_dir: Path, world: dict[str, Any] | None = None,
+def render_modules(steps: list[tuple[str, str, str]], variables: dict[str, Any], roles_dir: Path,
+                   world: dict[str, Any] | None = None,
                    plays_dir: Path | None = None) -> dict[str, Rendered]:
     """Render ``steps`` (module, action, hash; action ``uninstall`` runs the uninstall play) with ``variables``
     (the spec and facts a reconcile passes as extra-vars) in one ``ansible-playbook`` (``plays_dir``: plays that
@@ -199,5 +191,5 @@ def render_modules(steps: list[tuple[str, str, str]], variables: dict[str, Any],
     if not hosts:
         return {}
     with workdir() as work:
-        captured = run_hosts(hosts, work, plugins_dir, roles_dir, extravars=variables, world=world)
+        captured = run_hosts(hosts, work, roles_dir, extravars=variables, world=world)
     return {name: Rendered(name, action, captured[name]) for name, action, _ in steps}

@@ -21,8 +21,11 @@ from typing import Any
 import ansible_runner
 import yaml
 
+import installer.ansible_callbacks
+import installer.ansible_tasks
 from installer import KS_VERSION
 from installer.ansible_tasks import WARNINGS_KEY
+from installer.ansible_tasks._record import CAPTURE_ENV
 from installer.engine_settings import Settings
 from installer.escape import escaped
 from installer.forkserver import SERVER
@@ -39,7 +42,7 @@ from installer.manifests import (
 )
 from installer.modules import get_module
 from installer.plan import Action, Step
-from installer.plays import ACTION_DIR, CALLBACK_DIR, LIBRARY_DIR, write_playbook
+from installer.plays import write_playbook
 from installer.settings import NAMESPACE
 from installer.version import INSTALLER_VERSION
 
@@ -229,13 +232,20 @@ def run_variables(spec: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]
             "ks_namespace": NAMESPACE}
 
 
-def ansible_environment(plugins_dir: Path, work: Path) -> dict[str, str]:
-    """The Ansible settings of every playbook run (a module's run and a render), with its files in ``work`` and the
-    installer's plugins from ``plugins_dir`` (the roles path is each caller's: ansible-runner's ``roles_path``)."""
+#: The installer's Ansible plugins: the ``ks_*`` tasks (each file is its own action plugin) and the callback plugin
+#: ks_preload.
+TASKS_DIR = Path(installer.ansible_tasks.__file__).parent
+CALLBACKS_DIR = Path(installer.ansible_callbacks.__file__).parent
+
+
+def ansible_environment(work: Path) -> dict[str, str]:
+    """The Ansible settings of every playbook run (a module's run and a render), with its files in ``work`` (the
+    roles path is each caller's: ansible-runner's ``roles_path``). A run records nothing (``KS_CAPTURE_DIR`` empty):
+    only a render, which sets it after these, does."""
     return {
-        "ANSIBLE_LIBRARY": str(plugins_dir / LIBRARY_DIR),
-        "ANSIBLE_ACTION_PLUGINS": str(plugins_dir / ACTION_DIR),
-        "ANSIBLE_CALLBACK_PLUGINS": str(plugins_dir / CALLBACK_DIR),
+        "ANSIBLE_ACTION_PLUGINS": str(TASKS_DIR),
+        "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS_DIR),
+        CAPTURE_ENV: "",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_HOME": str(work / ".ansible"),
         "ANSIBLE_LOCAL_TEMP": str(work / "tmp"),
@@ -363,4 +373,4 @@ class PlaybookRunner:
     def _env(self, pdd: Path) -> dict[str, str]:
         # ansible-playbook is installed beside the interpreter that runs the engine.
         path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-        return {"PATH": path, **ansible_environment(self.settings.plugins_dir, pdd)}
+        return {"PATH": path, **ansible_environment(pdd)}

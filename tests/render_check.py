@@ -14,12 +14,12 @@ from installer_state import cc_with
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from installer.ansible_tasks._record import GENERATED_CA
 from installer.cluster import cluster_facts
 from installer.config import prepare
 from installer.modules import switch_paths
 from installer.object_plan import GENERATED, offline_plan
 from installer.render import WORLD, render_modules
-from installer.render_plugins import GENERATED_CA
 from installer.runner import run_variables
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
@@ -85,8 +85,8 @@ def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Pat
     variables = run_variables(prepared.spec, cluster_facts(api))
     if not digests:
         return {m: p for m, p in problems.items() if p}
-    with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "plugins",
-                                             REPO / "roles", world=WORLD), dict.fromkeys(modules, "install"))
+    with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "roles",
+                                             world=WORLD), dict.fromkeys(modules, "install"))
     dyn = DynamicClient(api)
     for planned in with_facts.modules:
         for m in planned.manifests:

@@ -40,7 +40,7 @@ def run_play(play: dict[str, Any], out: Path) -> None:
     play = {**play, **{k: in_process(play[k]) for k in ("pre_tasks", "tasks", "post_tasks") if k in play}}
     playbook = out / "render.yaml"
     playbook.write_text(yaml.safe_dump([play]))
-    env = {**os.environ, **ansible_environment(REPO / "plugins", out), "ANSIBLE_ROLES_PATH": str(ROLES),
+    env = {**os.environ, **ansible_environment(out), "ANSIBLE_ROLES_PATH": str(ROLES),
            "ANSIBLE_ACTION_PLUGINS": str(ACTION_PLUGINS)}
     env.pop("ANSIBLE_CALLBACK_PLUGINS")  # no ks_preload: the harness's plays call no ks_* task
     proc = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",

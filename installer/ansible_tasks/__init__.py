@@ -1,15 +1,22 @@
-"""The work of the installer's Ansible tasks (``ks_*``), one module per task.
+"""The installer's Ansible tasks (``ks_*``): one file each, which is the whole task.
 
-Each task module holds the task's ``ARGUMENT_SPEC``, whether it ``SUPPORTS_CHECK_MODE`` and ``run(params)``, which
-returns the task's result or raises :class:`TaskFailed`. Two front ends call it: the Ansible module of the same name
-(``plugins/modules``, its own interpreter per task) and the action plugin of the same name
-(``plugins/action``, in Ansible's worker process, where the plays run it).
+A task's file holds its ``DOCUMENTATION`` (whose options are its argument spec: ``ARGUMENT_SPEC``), whether it
+``SUPPORTS_CHECK_MODE``, ``run(params)`` (the task's result, or :class:`TaskFailed`), ``preview(args, api, recorded)``
+for ``plan --objects`` and, where a render needs an answer other than none, ``render(params, host, waits)``. Ansible
+loads the same file as the task's action plugin (this directory is ``ANSIBLE_ACTION_PLUGINS``): the file's
+``__getattr__ = task_plugin(__name__)`` gives it ``ActionModule`` (``_action.TaskAction``), which runs the task in
+Ansible's worker process, or records the call in a render (``_record``). Files whose names start with ``_`` are
+not tasks.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 from collections.abc import Callable
-from typing import Any, NoReturn, Protocol
+from types import ModuleType
+from typing import Any
 
 WARNINGS_KEY = "ks_warnings"
 """A task result's list of things the user should know although the task succeeded (the engine logs each as a
@@ -25,21 +32,48 @@ class TaskFailed(Exception):
         self.result = result
 
 
-class _Module(Protocol):
-    params: dict[str, Any]
-
-    def exit_json(self, **kwargs: Any) -> NoReturn: ...
-
-    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
+def task_names() -> list[str]:
+    """The names of the installer's tasks (the ``ks_*`` files of this package)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("ks_"))
 
 
-def run_module(module: _Module, run: Callable[[dict[str, Any]], dict[str, Any]]) -> NoReturn:
-    """Run a task as an Ansible module: ``run(module.params)`` and exit with its result or failure."""
-    try:
-        result = run(module.params)
-    except TaskFailed as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    module.exit_json(**result)
+def task(name: str) -> ModuleType:
+    """The module of task ``name``."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+@functools.cache
+def generators() -> tuple[str, ...]:
+    """The tasks that write generated credentials (those with ``generated(params)``, the Secrets they make or keep):
+    a render shows their Secrets as ``(generated)``, never a value."""
+    return tuple(name for name in task_names() if hasattr(task(name), "generated"))
+
+
+#: The keys of a documented option that are its argument spec (``ansible.module_utils.common.arg_spec``).
+_SPEC_KEYS = ("type", "required", "default", "elements", "choices", "no_log", "aliases")
+
+
+def argument_spec(documentation: str) -> dict[str, Any]:
+    """The argument spec of a task from its ``DOCUMENTATION`` (each option's type, default, ... without its text)."""
+    from installer import yaml_c
+
+    options = (yaml_c.load(documentation) or {}).get("options") or {}
+    return {name: {key: option[key] for key in _SPEC_KEYS if key in option} for name, option in options.items()}
+
+
+def task_plugin(module_name: str) -> Callable[[str], Any]:
+    """A task file's module ``__getattr__``: ``ActionModule``, the action plugin that runs the task, for Ansible,
+    which loads the file as a plugin of its own (its copy of the file delegates to the installer's)."""
+    name = module_name.rpartition(".")[2]
+
+    def attribute(attr: str) -> Any:
+        if attr != "ActionModule":
+            raise AttributeError(f"module {module_name!r} has no attribute {attr!r}")
+        from installer.ansible_tasks._action import action_module
+
+        return action_module(name)
+
+    return attribute
 
 
 # --- Previews: what a task would do, for ``plan --objects`` (each task's ``preview(args, api, recorded)``) ---------
@@ -65,9 +99,9 @@ def generated_secret(api: Any, module: str, namespace: str, name: str, keys: lis
     replaces both for a task that decides by other means."""
     from kubernetes import client
 
+    from installer.ansible_tasks._record import GENERATED
     from installer.field_takeover import legacy_entries
     from installer.manifests import Change
-    from installer.render_plugins import GENERATED
     from installer.settings import MANAGED_BY, MODULE_LABEL
 
     ref = f"Secret/{namespace}/{name}"

@@ -4,18 +4,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, generated_secret, preview_params
+from installer.ansible_tasks import (
+    WARNINGS_KEY,
+    TaskFailed,
+    argument_spec,
+    generated_secret,
+    preview_params,
+    task_plugin,
+)
 from installer.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
 from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import Ref, record_generated
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "module": {"type": "str", "required": True},
-    "namespace": {"type": "str", "required": True},
-    "jwt_secret": {"type": "str", "default": "", "no_log": True},
-    "admin_password": {"type": "str", "no_log": True},
-}
+DOCUMENTATION = r"""
+module: ks_core_secret
+short_description: Ensure kubesphere-secret (secret, token, initAdminPassword) and the admin User; no values returned.
+options:
+  module: {description: Installer module that owns the objects (label value)., type: str, required: true}
+  namespace: {description: Namespace of the Secret., type: str, required: true}
+  jwt_secret:
+    description: authentication.jwtSecret; empty keeps the current or generated key.
+    type: str
+    default: ''
+    no_log: true
+  admin_password:
+    description: authentication.adminPassword; omitted means upstream's default password, empty a random one.
+    type: str
+    no_log: true
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 
 
@@ -47,10 +66,10 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
+    from installer.ansible_tasks._record import GENERATED
     from installer.core_secret import desired_data
     from installer.credentials import decoded
     from installer.manifests import Change
-    from installer.render_plugins import GENERATED
 
     p = preview_params(ARGUMENT_SPEC, args)
     namespace = p["namespace"] or ""

@@ -10,13 +10,20 @@ from typing import Any
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
 from installer.credentials import SA_ANNOTATION, SA_TOKEN, Refused, service_account_token_problem, webhook_url_problems
 from installer.kube import api_client
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "objects": {"type": "list", "elements": "dict", "required": True},
-}
+DOCUMENTATION = r"""
+module: ks_found_check
+short_description: Fail, naming the object and the rule, when the cluster holds in the place of one of the objects
+  a ServiceAccount token Secret of another type or account, or a webhook that calls a URL where the object names a
+  Service. Read-only; no value is returned.
+options:
+  objects: {description: The objects the module is about to apply., type: list, elements: dict, required: true}
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = True
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 

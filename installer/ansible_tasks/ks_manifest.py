@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
 from installer.kube import api_client
 from installer.manifests import (
     INVENTORY_ENV,
@@ -21,19 +21,58 @@ from installer.manifests import (
     ref_of,
 )
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "module": {"type": "str", "required": True},
-    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-    "definition": {"type": "raw", "default": []},
-    "apply": {"type": "bool", "default": True},
-    "create_only": {"type": "bool", "default": False},
-    "wait": {"type": "bool", "default": False},
-    "wait_timeout": {"type": "int", "default": 600},
-    "purge": {"type": "bool", "default": None},
-    "kinds": {"type": "list", "elements": "str", "default": []},
-    "tenants": {"type": "list", "elements": "str", "default": []},
-    "keep": {"type": "list", "elements": "str", "default": []},
-}
+DOCUMENTATION = r"""
+module: ks_manifest
+short_description: Server-side apply a set of objects for one installer module, or delete them.
+options:
+  module: {description: Installer module that owns the objects (label value)., type: str, required: true}
+  state: {description: present applies; absent deletes., type: str, choices: [present, absent], default: present}
+  definition:
+    description: Objects as a list or a multi-document YAML string. With state absent, exactly these are deleted;
+      without them, the module's recorded inventory (what its runs made) is.
+    type: raw
+    default: []
+  apply:
+    description: False - apply nothing, only delete what the module's recorded inventory has and neither the
+      definition nor the run so far names, and wait until it is gone with its pods (foreground deletion); before
+      the apply of a workload that must never run beside the one it replaces. (Everything else the module no
+      longer makes is pruned by the engine after the run succeeds.)
+    type: bool
+    default: true
+  create_only:
+    description: Apply only the objects that do not exist; leave the others as they are (changes made to them
+      since stay). Those that carry the module's label stay in its run's inventory, so no prune deletes them.
+    type: bool
+    default: false
+  kinds:
+    description: On absent, delete the module's labelled objects of these kinds (apiVersion/Kind) instead.
+    type: list
+    elements: str
+    default: []
+  keep:
+    description: On absent without definition or kinds, objects (Kind/namespace/name, or a Kind) the uninstall
+      keeps; a purge deletes those that are PersistentVolumeClaims or Secrets.
+    type: list
+    elements: str
+    default: []
+  wait:
+    description: Wait for Deployments, StatefulSets and DaemonSets to be ready, Jobs complete, APIServices Available.
+    type: bool
+    default: false
+  wait_timeout: {description: Seconds to wait., type: int, default: 600}
+  tenants:
+    description: On absent, more kinds (apiVersion/Kind) whose objects of another module keep a namespace of
+      this module from being deleted (besides installer.manifests.TENANT_KINDS).
+    type: list
+    elements: str
+    default: []
+  purge:
+    description: On absent, also delete the module's PVCs (with its StatefulSets' claims) and its CRDs no custom
+      resource is left of. Default - whether the engine asked this uninstall to purge (KS_PURGE=1).
+    type: bool
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 
 

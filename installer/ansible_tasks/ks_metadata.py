@@ -8,19 +8,30 @@ from typing import Any
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.ansible_tasks import TaskFailed, preview_params
+from installer.ansible_tasks import TaskFailed, argument_spec, preview_params, task_plugin
 from installer.kube import api_client
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "api_version": {"type": "str", "default": "v1"},
-    "kind": {"type": "str", "default": "Namespace"},
-    "names": {"type": "list", "elements": "str", "required": True},
-    "namespace": {"type": "str"},
-    "labels": {"type": "dict", "default": {}},
-    "annotations": {"type": "dict", "default": {}},
-    "field_manager": {"type": "str", "required": True},
-    "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
-}
+DOCUMENTATION = r"""
+module: ks_metadata
+short_description: Server-side apply only metadata.labels and metadata.annotations of existing objects.
+description:
+  - For several objects of one kind in one call, without the module label. An object is never created, adopted,
+    pruned or deleted; missing ones (or ones being deleted) are reported (missing), not an error. Absent gives
+    the labels and annotations back (the field manager stops owning them, so the API server removes those no other
+    manager owns, e.g. one that `kubectl label` set before).
+options:
+  api_version: {description: apiVersion of the objects., type: str, default: v1}
+  kind: {description: Kind of the objects., type: str, default: Namespace}
+  names: {description: Names of the objects., type: list, elements: str, required: true}
+  namespace: {description: Namespace of the objects; omit for cluster-scoped kinds., type: str}
+  labels: {description: Labels to own., type: dict, default: {}}
+  annotations: {description: Annotations to own., type: dict, default: {}}
+  field_manager: {description: Field manager that owns them (one per use, kept across versions)., type: str,
+                  required: true}
+  state: {description: present sets them; absent removes them., type: str, choices: [present, absent], default: present}
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 
 

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.ansible_tasks import TaskFailed, generated_secret, preview_params
+from installer.ansible_tasks import TaskFailed, argument_spec, generated_secret, preview_params, task_plugin
 from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import Ref, record_generated
 from installer.random_secret import ensure_random_secret, planned_secret
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "module": {"type": "str", "required": True},
-    "namespace": {"type": "str", "required": True},
-    "name": {"type": "str", "required": True},
-    "key": {"type": "str", "required": True, "no_log": False},
-    "length": {"type": "int", "default": 15},
-}
+DOCUMENTATION = r"""
+module: ks_random_secret
+short_description: Ensure Secret <name> has key <key>; a random value is generated only when it is missing and
+  never replaced; no value is returned.
+options:
+  module: {description: Installer module that owns the Secret (label value)., type: str, required: true}
+  namespace: {description: Namespace of the Secret., type: str, required: true}
+  name: {description: Name of the Secret., type: str, required: true}
+  key: {description: Data key that must hold the generated value., type: str, required: true, no_log: false}
+  length: {description: Length of a generated value (ASCII letters)., type: int, default: 15}
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 
 
@@ -41,8 +47,8 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
     """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
     Secret created, or the key the run's own decision (``random_secret.planned_secret``) adds and the module's label
     set; a found Secret the run refuses is an error. A value is never shown."""
+    from installer.ansible_tasks._record import GENERATED
     from installer.manifests import Change
-    from installer.render_plugins import GENERATED
 
     p = preview_params(ARGUMENT_SPEC, args)
     namespace, name, key = p["namespace"] or "", p["name"], str(p["key"])
@@ -55,3 +61,12 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
         return generated_secret(api, p["module"], namespace, name, [key], fields)
     except Refused as exc:  # the run fails the same way; the message names the Secret and the rule, no value
         return [Change(f"Secret/{namespace}/{name}", "error", note=str(exc))]
+
+
+def render(params: dict[str, Any], host: str, waits: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """In a render: nothing written; later reads of the run see the Secret."""
+    from installer.ansible_tasks._record import note_generated, plain
+
+    args = plain(params)
+    note_generated(host, args["namespace"], args["name"], [str(args["key"])])
+    return {}, None

@@ -4,18 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.ansible_tasks import TaskFailed, preview_params
+from installer.ansible_tasks import TaskFailed, argument_spec, preview_params, task_plugin
 from installer.kube import api_client
 from installer.rollout import roll
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "namespace": {"type": "str", "required": True},
-    "deployments": {"type": "list", "elements": "str", "required": True},
-    "value": {"type": "str", "required": True},
-    "wait": {"type": "bool", "default": True},
-    "keep_unstamped": {"type": "bool", "default": False},
-    "wait_timeout": {"type": "int", "default": 600},
-}
+DOCUMENTATION = r"""
+module: ks_rollout
+short_description: Roll Deployments by a config-hash pod-template annotation and wait for the rollout.
+options:
+  namespace: {description: Namespace of the Deployments., type: str, required: true}
+  deployments:
+    description: Deployment names; missing ones are skipped and reported.
+    type: list
+    elements: str
+    required: true
+  value:
+    description: Value of the pod-template annotation installer.kubesphere.io/config-hash; Deployments already
+      carrying it are not rolled.
+    type: str
+    required: true
+  wait: {description: Wait until the rollouts are complete., type: bool, default: true}
+  keep_unstamped:
+    description: What the Deployments read is in place as it was - leave those that never carried the annotation
+      (made by the original installer, their pods started with it) as they are.
+    type: bool
+    default: false
+  wait_timeout: {description: Seconds to wait., type: int, default: 600}
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 
 
@@ -54,3 +71,8 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
             out.append(Change(f"Deployment/{p['namespace']}/{name}", "roll",
                               note=f"pod template annotation {CONFIG_HASH} changes: its pods restart"))
     return out
+
+
+def render(params: dict[str, Any], host: str, waits: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """In a render: nothing rolled."""
+    return {"rolled": [], "missing": []}, None

@@ -11,15 +11,25 @@ from typing import Any
 
 from kubernetes import client
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
 from installer.cluster import ClusterConfigurations
 from installer.kube import api_client
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "url": {"type": "str", "required": True},
-    "cluster_role": {"type": "str", "default": "none"},
-    "timeout": {"type": "int", "default": 10},
-}
+DOCUMENTATION = r"""
+module: ks_telemetry
+short_description: Ensure status.clusterId on the cc, then send the usage report (a GET with query parameters).
+description:
+  - The id (<uuid>-<epoch>, as upstream) is created once and kept. The report carries what upstream's telemetry
+    role sent - Kubernetes and KubeSphere versions, control-plane and node counts, the creation times of kube-system
+    and kubesphere-system, the first node's OS image and machine id, the status keys and the cluster role.
+  - A failed send is reported (sent false, its reason), never a task failure, as upstream ignored it.
+options:
+  url: {description: Where the report goes., type: str, required: true}
+  cluster_role: {description: multicluster.clusterRole., type: str, default: none}
+  timeout: {description: Seconds for the request., type: int, default: 10}
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 CONTROL_PLANE = ("node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master")
 

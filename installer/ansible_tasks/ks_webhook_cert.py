@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 from typing import Any
 
-from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, generated_secret, preview_params
+from installer.ansible_tasks import (
+    WARNINGS_KEY,
+    TaskFailed,
+    argument_spec,
+    generated_secret,
+    preview_params,
+    task_plugin,
+)
 from installer.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
 from installer.credentials import Refused
 from installer.kube import api_client
 from installer.manifests import Ref, record_generated
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "module": {"type": "str", "required": True},
-    "namespace": {"type": "str", "required": True},
-    "service": {"type": "str", "required": True},
-    "renew_before_days": {"type": "int", "default": 30},
-    "secret": {"type": "str", "default": "ks-controller-manager-webhook-cert"},
-    "ca_name": {"type": "str", "default": "ks-controller-manager-ca"},
-    "cert_name": {"type": "str", "default": "ks-core-admission-webhook"},
-    "keys": {"type": "list", "elements": "str", "default": ["ca.crt", "tls.crt", "tls.key"], "no_log": False},
-    "type": {"type": "str", "default": "Opaque"},
-    "max_validity_days": {"type": "int", "default": MAX_VALIDITY.days},
-}
+DOCUMENTATION = r"""
+module: ks_webhook_cert
+short_description: Create, keep or renew a certificate Secret; returns only the CA certificate.
+options:
+  module: {description: Installer module that owns the Secret (label value)., type: str, required: true}
+  namespace: {description: Namespace of the Secret and of the webhook Service., type: str, required: true}
+  service: {description: Name of the webhook Service the certificate is for., type: str, required: true}
+  renew_before_days: {description: Renew when a certificate expires within this many days., type: int, default: 30}
+  secret: {description: The Secret's name., type: str, default: ks-controller-manager-webhook-cert}
+  ca_name: {description: The CA's common name., type: str, default: ks-controller-manager-ca}
+  cert_name: {description: The certificate's common name., type: str, default: ks-core-admission-webhook}
+  keys:
+    description: The Secret's keys for the CA certificate, the certificate and its private key, in that order.
+    type: list
+    elements: str
+    default: [ca.crt, tls.crt, tls.key]
+    no_log: false
+  type: {description: The Secret's type when it is created., type: str, default: Opaque}
+  max_validity_days:
+    description: The longest validity a found certificate may have to be kept (days); default - upstream's 3650 and a
+      day of slack (installer.certs.MAX_VALIDITY).
+    type: int
+"""
+ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
+__getattr__ = task_plugin(__name__)
 SUPPORTS_CHECK_MODE = False
 
 
@@ -49,15 +70,15 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
 def layout(p: dict[str, Any]) -> Layout:
     """The certificate's :class:`Layout` from the task's arguments."""
     return Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"],
-                  dt.timedelta(days=p["max_validity_days"]))
+                  dt.timedelta(days=p["max_validity_days"]) if p["max_validity_days"] else MAX_VALIDITY)
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
     """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
     Secret created; when it exists, the render's answer (``recorded``, its ``reason``) says whether the certificate
     is generated again or only labelled."""
+    from installer.ansible_tasks._record import GENERATED
     from installer.manifests import Change
-    from installer.render_plugins import GENERATED
     from installer.settings import MODULE_LABEL
 
     p = preview_params(ARGUMENT_SPEC, args)
@@ -71,3 +92,45 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
         return [Change(ref, action, [label], note=note)] if reason == "labelled" else []
 
     return generated_secret(api, p["module"], p["namespace"] or "", p["secret"], list(p["keys"]), found=found)
+
+
+def _live(args: dict[str, Any]) -> dict[str, Any]:
+    """What ensure_webhook_cert would do, read-only: ``reason`` (``kept`` or why it would write) and the bundle."""
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    from installer.ansible_tasks._record import GENERATED_CA
+    from installer.certs import judge, trusted_bundle
+    from installer.kube import api_client
+    from installer.settings import MANAGED_BY, MODULE_LABEL
+
+    cert_layout = layout(args)
+    secrets = DynamicClient(api_client()).resources.get(api_version="v1", kind="Secret")
+    try:
+        live = secrets.get(name=cert_layout.secret, namespace=args["namespace"]).to_dict()
+    except NotFoundError:
+        return {"reason": "missing", "ca_bundle": GENERATED_CA}
+    reason = judge(live, cert_layout, args["service"], args["namespace"])
+    if reason is not None:
+        return {"reason": reason, "ca_bundle": GENERATED_CA}
+    labels = (live.get("metadata") or {}).get("labels") or {}
+    wanted = {**MANAGED_BY, MODULE_LABEL: args["module"]}
+    current = cert_layout.from_secret(live.get("data") or {})
+    bundle = trusted_bundle(api_client(), args["namespace"], args["service"], current)
+    return {"reason": "kept" if wanted.items() <= labels.items() else "labelled",
+            "ca_bundle": base64.b64encode(bundle).decode()}
+
+
+def render(params: dict[str, Any], host: str, waits: bool) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """In a render: the CA bundle of the certificate the cluster holds when the installer would keep it, else (and
+    offline) a placeholder: a new one is generated."""
+    from installer.ansible_tasks._record import GENERATED_CA, plain, world
+
+    if world() is not None:
+        return {"reason": "kept", "ca_bundle": GENERATED_CA}, None
+    args = {key: spec.get("default") for key, spec in ARGUMENT_SPEC.items()} | plain(params)
+    try:
+        outcome = _live(args)
+    except Exception as exc:  # API errors: the task fails with their text, as the real one would
+        return {"failed": True, "msg": f"{type(exc).__name__}: {exc}"}, None
+    return outcome, {"reason": outcome["reason"]}

@@ -32,7 +32,7 @@ WORKLOADS = ("ks-apiserver", "ks-console", "ks-controller-manager")
 def uninstall(installer: Installer, module: str) -> None:
     """Run the module's uninstall play, as the engine would."""
     base = installer.results.parent / "uninstall"
-    settings = dataclasses.replace(Settings.from_env(), base_dir=base, playbooks_dir=None, plugins_dir=REPO / "plugins",
+    settings = dataclasses.replace(Settings.from_env(), base_dir=base, playbooks_dir=None,
                                    roles_dir=REPO / "roles", results_dir=base / "results", max_parallel=1,
                                    module_timeout=600, console_timeout=1)
     variables = {**apply_defaults({}), **cluster_facts(installer.api), "ks_version": KS_VERSION,

@@ -31,7 +31,7 @@ from installer.config.validate import schema
 from installer.images import catalogue, spec_refs
 from installer.modules import MODULES, Module
 from installer.plays import plays_of
-from installer.render import RECORDED, WORLD, Host, run_hosts
+from installer.render import WORLD, Host, run_hosts
 from installer.spec import get, leaves, merge, nested
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,17 +67,7 @@ ALL_ON = {f"{m}.enabled": True for m in ("logging", "events", "auditing", "servi
 ALL_ON |= {"multicluster.clusterRole": "host", "network.topology.type": "weave-scope", "telemetry_enabled": True}
 FACTS = {"kubernetes_version": "v1.34.4", "nodeNum": 1, "ks_version": "v3.4.1", "ks_installer_version": "test",
          "ks_namespace": "kubesphere-system", "ks_hash": "h", "ks_node_runtime_version": "containerd://1.7.2"}
-#: An action plugin file (``RECORDER % (name, json.dumps(world))``) that runs the recorder installer.render_plugins
-#: has for task ``name``, answering from ``world``: for tests that write a plugin directory of their own.
-RECORDER = '''"""The recorder of installer.render_plugins for one task, answering from the world given here."""
-import os
-from importlib import import_module
-
-NAME = %r
-os.environ.setdefault("KS_RENDER_WORLD", %r)
-ActionModule = import_module("installer.render_plugins." + NAME).ActionModule
-'''
-__all__ = ["FACTS", "RECORDED", "RECORDER", "WORLD", "all_on", "only_this_on", "run_variants", "variants"]
+__all__ = ["FACTS", "WORLD", "all_on", "only_this_on", "run_variants", "variants"]
 
 
 def _resolve(node: dict[str, Any]) -> dict[str, Any]:
@@ -201,7 +191,7 @@ def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) ->
     out.mkdir(parents=True)
     hosts = {f"v{i}": Host(plays_of(module), {**spec, **FACTS, "ks_module": module.name, "ks_action": "install"})
              for i, spec in enumerate(specs.values())}
-    results = run_hosts(hosts, out, REPO / "plugins", REPO / "roles", world=WORLD)
+    results = run_hosts(hosts, out, REPO / "roles", world=WORLD)
     return {name: results[host] for name, host in zip(specs, hosts, strict=True)}
 
 

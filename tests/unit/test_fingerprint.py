@@ -14,11 +14,9 @@ from installer.plays import dump, generated
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _tree(tmp_path: Path) -> tuple[Path, Path]:
-    """Plugins and roles: gatekeeper's generated play runs kubesphere-defaults then gatekeeper."""
-    plugins, roles = tmp_path / "plugins", tmp_path / "roles"
-    (plugins / "modules").mkdir(parents=True)
-    (plugins / "modules" / "ks_manifest.py").write_text("# module\n")
+def _tree(tmp_path: Path) -> Path:
+    """Roles: gatekeeper's generated play runs kubesphere-defaults then gatekeeper."""
+    roles = tmp_path / "roles"
     for role, tasks in {"kubesphere-defaults": "- debug: msg=x\n",
                         "gatekeeper": "- include_role:\n    name: shared\n",
                         "shared": "- debug: msg=y\n",
@@ -29,23 +27,23 @@ def _tree(tmp_path: Path) -> tuple[Path, Path]:
     (roles / "gatekeeper" / "meta" / "main.yaml").write_text("dependencies:\n  - role: dep\n")
     (roles / "dep" / "tasks").mkdir(parents=True)
     (roles / "dep" / "tasks" / "main.yaml").write_text("- debug: msg=d\n")
-    return plugins, roles
+    return roles
 
 
 def test_roles_used_follows_includes_and_meta_dependencies(tmp_path: Path) -> None:
-    _, roles = _tree(tmp_path)
+    roles = _tree(tmp_path)
     plays = generated(get_module("gatekeeper"))
     assert roles_used(plays, roles) == ["dep", "gatekeeper", "kubesphere-defaults", "shared"]
 
 
 def test_files_digest_changes_only_with_files_the_module_uses(tmp_path: Path) -> None:
-    plugins, roles = _tree(tmp_path)
+    roles = _tree(tmp_path)
     module = get_module("gatekeeper")
-    before = files_digest.__wrapped__(module, plugins, roles)
+    before = files_digest.__wrapped__(module, roles)
     (roles / "unrelated" / "tasks" / "main.yaml").write_text("- debug: msg=changed\n")
-    assert files_digest.__wrapped__(module, plugins, roles) == before
+    assert files_digest.__wrapped__(module, roles) == before
     (roles / "dep" / "tasks" / "main.yaml").write_text("- debug: msg=changed\n")
-    assert files_digest.__wrapped__(module, plugins, roles) != before
+    assert files_digest.__wrapped__(module, roles) != before
 
 
 def test_the_play_is_built_from_the_role_and_a_replacing_play_changes_the_hash(tmp_path: Path) -> None:
@@ -64,15 +62,15 @@ def test_the_play_is_built_from_the_role_and_a_replacing_play_changes_the_hash(t
         assert (REPO / "roles" / module.role / "tasks" / "main.yaml").is_file(), module.name
         assert (REPO / "roles" / module.role / "tasks" / "uninstall.yaml").is_file(), module.name
 
-    plugins, roles = _tree(tmp_path)
+    roles = _tree(tmp_path)
     gatekeeper, plays = get_module("gatekeeper"), tmp_path / "plays"
     plays.mkdir()
-    before = files_digest.__wrapped__(gatekeeper, plugins, roles, plays_dir=plays)
-    assert before == files_digest.__wrapped__(gatekeeper, plugins, roles)
+    before = files_digest.__wrapped__(gatekeeper, roles, plays_dir=plays)
+    assert before == files_digest.__wrapped__(gatekeeper, roles)
     (plays / "gatekeeper.yaml").write_text(dump(generated(gatekeeper)))
-    assert files_digest.__wrapped__(gatekeeper, plugins, roles, plays_dir=plays) == before
+    assert files_digest.__wrapped__(gatekeeper, roles, plays_dir=plays) == before
     (plays / "gatekeeper.yaml").write_text(dump([{**generated(gatekeeper)[0], "vars": {"a": 1}}]))
-    assert files_digest.__wrapped__(gatekeeper, plugins, roles, plays_dir=plays) != before
+    assert files_digest.__wrapped__(gatekeeper, roles, plays_dir=plays) != before
 
 
 def test_hash_depends_on_inputs_only_through_the_module_paths() -> None:
@@ -94,8 +92,8 @@ def test_describe_changes_is_dotted_and_redacts_secrets() -> None:
     ]
 
 
-def _digests(plugins: Path, roles: Path, engine: Path) -> dict[str, str]:
-    return {m.name: files_digest.__wrapped__(m, plugins, roles, engine) for m in MODULES}
+def _digests(roles: Path, engine: Path) -> dict[str, str]:
+    return {m.name: files_digest.__wrapped__(m, roles, engine) for m in MODULES}
 
 
 def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
@@ -104,66 +102,64 @@ def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
 
     engine = tmp_path / "installer"
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
-    plugins, roles = REPO / "plugins", REPO / "roles"
-    before = _digests(plugins, roles, engine)
+    roles = REPO / "roles"
+    before = _digests(roles, engine)
 
     (engine / "rollout.py").write_text((engine / "rollout.py").read_text() + "\n# changed\n")
-    after = _digests(plugins, roles, engine)
+    after = _digests(roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]  # only ks_rollout imports it
 
     (engine / "manifests.py").write_text((engine / "manifests.py").read_text() + "\n# changed\n")
-    again = _digests(plugins, roles, engine)
+    again = _digests(roles, engine)
     users = sorted(m for m in after if after[m] != again[m])
     assert "monitoring" in users and "ks-core" in users and "gatekeeper" in users
 
     (engine / "reconcile.py").write_text((engine / "reconcile.py").read_text() + "\n# changed\n")
-    assert _digests(plugins, roles, engine) == again  # the engine itself runs no module's code
+    assert _digests(roles, engine) == again  # the engine itself runs no module's code
 
 
 def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from installer import fingerprint
     from installer.modules import get_module
 
-    plugins, roles = tmp_path / "plugins", tmp_path / "roles"
+    roles = tmp_path / "roles"
     (roles / "redis" / "tasks").mkdir(parents=True)
-    plugins.mkdir()
     task = roles / "redis" / "tasks" / "main.yaml"
     task.write_text("- debug: {msg: one}\n")
     cache_file, redis = tmp_path / "cache" / "digests.json", get_module("redis")
-    first = fingerprint.DigestCache(cache_file, plugins, roles)(redis)
-    assert first == fingerprint.files_digest(redis, plugins, roles)
+    first = fingerprint.DigestCache(cache_file, roles)(redis)
+    assert first == fingerprint.files_digest(redis, roles)
 
     def not_again(*_: object) -> str:
         raise AssertionError("recomputed although no file changed")
 
     monkeypatch.setattr(fingerprint, "files_digest", not_again)
-    assert fingerprint.DigestCache(cache_file, plugins, roles)(redis) == first
+    assert fingerprint.DigestCache(cache_file, roles)(redis) == first
     monkeypatch.undo()
     task.write_text("- debug: {msg: two}\n")
     fingerprint.files_digest.cache_clear()  # (a hook run is a new process; this test is one)
-    second = fingerprint.DigestCache(cache_file, plugins, roles)(redis)
-    assert second != first and second == fingerprint.files_digest(redis, plugins, roles)
+    second = fingerprint.DigestCache(cache_file, roles)(redis)
+    assert second != first and second == fingerprint.files_digest(redis, roles)
 
 
-def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path) -> None:
-    """The ks_* tasks run as action plugins: a change to one re-runs exactly the modules whose tasks call it,
-    and a change to their shared base re-runs every module that calls any of them."""
+def test_tasks_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path) -> None:
+    """A change to a ks_* task's file re-runs exactly the modules whose roles call it, and a change to the action
+    plugins' shared base re-runs every module that calls any task."""
     import shutil
 
-    engine, plugins = tmp_path / "installer", tmp_path / "plugins"
+    engine = tmp_path / "installer"
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "plugins", plugins, ignore=shutil.ignore_patterns("__pycache__"))
     roles = REPO / "roles"
-    before = _digests(plugins, roles, engine)
+    before = _digests(roles, engine)
 
-    plugin = plugins / "action" / "ks_rollout.py"
+    plugin = engine / "ansible_tasks" / "ks_rollout.py"
     plugin.write_text(plugin.read_text() + "\n# changed\n")
-    after = _digests(plugins, roles, engine)
+    after = _digests(roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]
 
-    base = engine / "ansible_tasks" / "action.py"
+    base = engine / "ansible_tasks" / "_action.py"
     base.write_text(base.read_text() + "\n# changed\n")
-    again = _digests(plugins, roles, engine)
+    again = _digests(roles, engine)
     assert {"ks-core", "monitoring", "gatekeeper", "ks-config"} <= {m for m in after if after[m] != again[m]}
 
 
@@ -171,13 +167,14 @@ def test_action_plugins_are_part_of_the_hash_of_the_modules_that_call_them(tmp_p
 # modules that run it. Any other engine file is the engine's alone. A new import that pulls engine code into the
 # Ansible side fails here: decide whether a change to that file should re-run modules on every cluster.
 ANSIBLE_SIDE = {
-    "__init__.py", "ansible_tasks/__init__.py", "ansible_tasks/action.py", "field_takeover.py",
+    "__init__.py", "ansible_tasks/__init__.py", "ansible_tasks/_action.py", "ansible_tasks/_record.py",
+    "field_takeover.py",
     "ansible_tasks/ks_alert_rules.py",
     "ansible_tasks/ks_core_secret.py", "ansible_tasks/ks_found_check.py", "ansible_tasks/ks_info.py",
     "ansible_tasks/ks_manifest.py", "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py",
     "ansible_tasks/ks_rollout.py", "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py",
     "credentials.py", "escape.py", "foreign.py", "images.py",
-    "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py", "render_plugins/__init__.py",
+    "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py",
     "rollout.py", "s3_store.py",
     "settings.py", "spec.py", "yaml_c.py",
 }
@@ -191,8 +188,8 @@ def test_the_ansible_side_imports_only_what_it_runs() -> None:
     from installer.fingerprint import ENGINE_DIR, code_files
 
     def engine_files(name: str) -> set[str]:
-        return {str(f.relative_to(ENGINE_DIR)) for f in code_files(get_module(name), REPO / "plugins",
-                                                                   REPO / "roles") if f.is_relative_to(ENGINE_DIR)}
+        return {str(f.relative_to(ENGINE_DIR)) for f in code_files(get_module(name), REPO / "roles")
+                if f.is_relative_to(ENGINE_DIR)}
 
     others = set().union(*(engine_files(m.name) for m in MODULES if m.name != "telemetry"))
     assert others == ANSIBLE_SIDE
@@ -206,14 +203,14 @@ def test_an_installer_upgrade_of_the_engine_alone_reruns_nothing(tmp_path: Path)
 
     engine = tmp_path / "installer"
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
-    plugins, roles = REPO / "plugins", REPO / "roles"
-    before = _digests(plugins, roles, engine)
+    roles = REPO / "roles"
+    before = _digests(roles, engine)
     for name in ("version.py", "engine_settings.py", "welcome.py", "status.py", "reconcile.py", "plan.py",
                  "state.py", "runner.py", "forkserver.py", "hook.py", "cli.py", "fastpath.py", "executor.py"):
         (engine / name).write_text((engine / name).read_text().replace('"3.4.1"', '"9.9.9"') + "\n# changed\n")
-    assert _digests(plugins, roles, engine) == before
+    assert _digests(roles, engine) == before
     (engine / "config" / "validate.py").write_text((engine / "config" / "validate.py").read_text() + "\n# changed\n")
-    after = _digests(plugins, roles, engine)
+    after = _digests(roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["telemetry"]
     module = get_module("redis")
     assert module_hash(module, {"a": 1}, before["redis"]) == module_hash(module, {"a": 1}, after["redis"])

@@ -21,6 +21,7 @@ import yaml
 from processes import processes_naming
 
 from installer.forkserver import CLIENT, PLAYBOOK, ForkServer
+from installer.runner import CALLBACKS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +48,7 @@ def _run(client: Path, playbook: Path, env: dict[str, str], **kwargs: object) ->
     result = ansible_runner.run(
         private_data_dir=pdd, binary=str(client), cmdline=shlex.quote(str(playbook)), quiet=True,
         inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
-        envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_CALLBACK_PLUGINS": str(REPO / "plugins" / "callback"), **env},
+        envvars={"ANSIBLE_NOCOLOR": "1", "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS_DIR), **env},
         event_handler=lambda e: events.append(e["event"]) or True, **kwargs)
     stdout = (Path(pdd) / "artifacts" / result.config.ident / "stdout").read_text()
     return result, stdout, events
@@ -170,7 +171,7 @@ def _prefork(tmp_path: Path, mode: str) -> dict:
     playbook = tmp_path / "p" / "play.yaml"
     if not playbook.exists():
         _playbook(playbook.parent, [{"name": "Say", "debug": {"msg": "value={{ lookup('env', 'KS_V') }}"}}])
-    env = {**os.environ, "KS_CALLBACKS": str(REPO / "plugins" / "callback")}
+    env = {**os.environ, "KS_CALLBACKS": str(CALLBACKS_DIR)}
     proc = subprocess.run([sys.executable, "-c", PREFORK, str(playbook), mode], capture_output=True, text=True,
                           timeout=120, check=False, cwd=REPO, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -40,7 +40,6 @@ needs_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="shell-operator
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("KS_BASE_DIR", str(tmp_path))
     monkeypatch.delenv("KS_PLAYBOOKS_DIR", raising=False)
-    monkeypatch.setenv("KS_PLUGINS_DIR", str(REPO / "plugins"))
     monkeypatch.setenv("KS_ROLES_DIR", str(REPO / "roles"))
     monkeypatch.setenv(PATCH_ENV, str(tmp_path / "patch.jsonl"))
     return Settings.from_env()
@@ -52,7 +51,7 @@ def _spec() -> dict[str, Any]:
 
 def _secret(settings: Settings, spec: dict[str, Any]) -> dict[str, Any]:
     """The state Secret as the API returns it after every enabled module was installed from ``spec``."""
-    files = DigestCache(settings.digest_cache, settings.plugins_dir, settings.roles_dir)
+    files = DigestCache(settings.digest_cache, settings.roles_dir)
     data = {"_spec": encode(spec), **{name: encode(r.to_dict()) for name, r in records_for(spec, files).items()}}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": data,
             "metadata": {"name": "ks-installer-state", "namespace": "kubesphere-system", "resourceVersion": REVISION}}

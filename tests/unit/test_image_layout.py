@@ -30,10 +30,10 @@ def _env() -> dict[str, str]:
     return {k: v for block in final.split("\nENV ")[1:] for k, v in re.findall(r"(\w+)=(\S+)", block.split("\n\n")[0])}
 
 
-def test_hooks_plugins_and_roles_land_outside_what_the_installer_writes() -> None:
+def test_hooks_and_roles_land_outside_what_the_installer_writes() -> None:
     copies = _copies()
     assert copies["hooks"] == "/hooks/"
-    assert copies["plugins"] == "/opt/ks-installer/plugins/"
+    assert "plugins" not in copies  # the ks_* tasks and the callback are the installer package's
     assert copies["roles"] == "/opt/ks-installer/roles/"
     for src in copies:
         assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
@@ -46,10 +46,7 @@ def test_image_env_matches_engine_settings(monkeypatch) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = Settings.from_env()
-    assert str(settings.plugins_dir) == "/opt/ks-installer/plugins"
     assert settings.playbooks_dir is None  # every module runs its generated plays (installer.plays)
-    for kind in ("modules", "action", "callback"):
-        assert (REPO / "plugins" / kind).is_dir()
     assert str(settings.roles_dir) == env["ANSIBLE_ROLES_PATH"] == "/opt/ks-installer/roles"
     assert str(settings.results_dir) == "/kubesphere/results"
     assert str(settings.running_file) == "/kubesphere/playbooks/kubesphere_running"  # where KubeKey reads it
@@ -94,16 +91,16 @@ def test_what_the_installer_writes_is_a_volume_on_a_read_only_root(monkeypatch) 
                Path("/tmp")]
     for path in written:
         assert any(path.is_relative_to(m) for m in mounts), f"{path} is on the read-only root"
-    for code in (settings.plugins_dir, settings.roles_dir, Path(env["SHELL_OPERATOR_HOOKS_DIR"])):
+    for code in (settings.roles_dir, Path(env["SHELL_OPERATOR_HOOKS_DIR"])):
         assert not any(code.is_relative_to(m) for m in mounts), f"a volume hides {code}"
 
 
 def test_a_checkout_keeps_its_files_in_the_users_directory(monkeypatch, tmp_path: Path) -> None:
-    for name in ("KS_BASE_DIR", "KS_RESULTS_DIR", "KS_RUN_DIR", "KS_PLAYBOOKS_DIR", "KS_PLUGINS_DIR", "KS_ROLES_DIR"):
+    for name in ("KS_BASE_DIR", "KS_RESULTS_DIR", "KS_RUN_DIR", "KS_PLAYBOOKS_DIR", "KS_ROLES_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     settings = Settings.from_env()
     base = tmp_path / "ks-installer" / "kubesphere"
     assert (settings.base_dir, settings.results_dir, settings.run_dir) == (base, base / "results", base / "run")
-    assert settings.digest_cache.parent == base / "cache" and settings.plugins_dir == REPO / "plugins"
+    assert settings.digest_cache.parent == base / "cache" and settings.roles_dir == REPO / "roles"
     assert settings.playbooks_dir is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 
+from installer.ansible_tasks._record import GENERATED, GENERATED_CA
 from installer.object_plan import (
     ModuleObjects,
     ObjectPlan,
@@ -14,7 +15,6 @@ from installer.object_plan import (
     redacted_manifest,
 )
 from installer.render import Rendered
-from installer.render_plugins import GENERATED, GENERATED_CA
 from installer.settings import APPLIED_ANNOTATION
 
 

@@ -1,9 +1,8 @@
-"""The ks_* tasks run in Ansible's worker process (action plugins beside the playbooks), with the results their
-modules give; the modules still work where no action plugin is found. No cluster: every task fails the same way."""
+"""The ks_* tasks run in Ansible's worker process (each task's file is its action plugin), with the results the same
+task gives as an Ansible module in a process of its own. No cluster: every task fails the same way."""
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -14,17 +13,38 @@ from typing import Any
 
 import yaml
 
-from installer import ansible_tasks
-from installer.runner import ansible_environment
+from installer import yaml_c
+from installer.ansible_tasks import argument_spec, task, task_names
+from installer.runner import TASKS_DIR, ansible_environment
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGINS = REPO / "plugins"
-TASKS = sorted(p.stem for p in (PLUGINS / "modules").glob("ks_*.py"))
+TASKS = task_names()
+#: Each task as an Ansible module of its own (what a task was before it ran in the worker), for the comparison.
+MODULE = """#!/usr/bin/python
+from ansible.module_utils.basic import AnsibleModule
+
+from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import {name} as task
+
+
+def main():
+    module = AnsibleModule(argument_spec=task.ARGUMENT_SPEC, supports_check_mode=task.SUPPORTS_CHECK_MODE)
+    try:
+        result = task.run(module.params)
+    except TaskFailed as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
+"""
 PASSWORD = "Pw-never-shown-4711"
 #: Each task with the arguments it needs; without a cluster each one fails on its credentials.
 CALLS: dict[str, dict[str, Any]] = {
     "ks_alert_rules": {},
     "ks_core_secret": {"module": "ks-core", "namespace": "kubesphere-system", "admin_password": PASSWORD},
+    "ks_failed": {"task": "t", "msg": "m"},
     "ks_found_check": {"objects": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "n"},
                                     "type": "kubernetes.io/service-account-token"}]},
     "ks_info": {"kind": "Namespace"},
@@ -72,17 +92,17 @@ def _run(play_dir: Path, out: Path, env: dict[str, str]) -> tuple[dict[str, Any]
     return json.loads(out.read_text()), proc.stdout
 
 
-def test_every_module_has_a_same_named_action_plugin_running_its_task() -> None:
+def test_each_task_is_one_file_that_is_its_own_action_plugin() -> None:
     assert sorted(CALLS) == TASKS
-    assert sorted(p.stem for p in (PLUGINS / "action").glob("ks_*.py")) == TASKS
-    assert not list((REPO / "roles").glob("*/action_plugins")), "action plugins belong in plugins/action"
+    assert not list((REPO / "roles").glob("*/action_plugins")), "the ks_* tasks are installer/ansible_tasks/ks_*.py"
     for name in TASKS:
-        imported = {n.module for n in ast.walk(ast.parse((PLUGINS / "action" / f"{name}.py").read_text()))
-                    if isinstance(n, ast.ImportFrom)} | {
-                    f"{n.module}.{a.name}" for n in ast.walk(ast.parse((PLUGINS / "modules" / f"{name}.py")
-                                                                       .read_text()))
-                    if isinstance(n, ast.ImportFrom) and n.module == ansible_tasks.__name__ for a in n.names}
-        assert f"{ansible_tasks.__name__}.{name}" in imported, name
+        module = task(name)
+        documented = yaml_c.load(module.DOCUMENTATION)
+        assert documented["module"] == name
+        assert argument_spec(module.DOCUMENTATION) == module.ARGUMENT_SPEC
+        assert all(option.get("description") for option in documented["options"].values()), name
+        assert module.ActionModule.task is module, name
+        assert callable(module.run), name
 
 
 def test_tasks_run_in_the_worker_with_the_results_of_their_modules(tmp_path: Path) -> None:
@@ -99,18 +119,24 @@ def test_tasks_run_in_the_worker_with_the_results_of_their_modules(tmp_path: Pat
     modules = tmp_path / "modules"
     modules.mkdir()
     (modules / "play.yaml").write_text(play)
+    library = tmp_path / "library"
+    library.mkdir()
+    for name in TASKS:
+        (library / f"{name}.py").write_text(MODULE.format(name=name))
 
-    # With the installer's plugin settings, as the engine runs a play; then with its Ansible modules alone.
-    in_worker, shown = _run(actions, tmp_path / "actions.json", {**env, **ansible_environment(PLUGINS, tmp_path)})
-    as_modules, modules_shown = _run(modules, tmp_path / "modules.json",
-                                     {**env, "ANSIBLE_LIBRARY": str(PLUGINS / "modules")})
+    # With the installer's plugin settings, as the engine runs a play; then each task as an Ansible module.
+    in_worker, shown = _run(actions, tmp_path / "actions.json", {**env, **ansible_environment(tmp_path)})
+    as_modules, modules_shown = _run(modules, tmp_path / "modules.json", {**env, "ANSIBLE_LIBRARY": str(library)})
 
     assert not re.findall(r"Using module file \S*/ks_\w+\.py", shown), "a ks_* task ran as a module"
-    assert sorted(set(re.findall(r"Using module file \S*/modules/(ks_\w+)\.py", modules_shown))) == TASKS
+    assert sorted(set(re.findall(r"Using module file \S*/library/(ks_\w+)\.py", modules_shown))) == TASKS
+    assert str(TASKS_DIR) in ansible_environment(tmp_path)["ANSIBLE_ACTION_PLUGINS"]
     assert in_worker == as_modules
     missing = "ApiUnavailable: no Kubernetes credentials: Invalid kube-config file. No configuration found."
     for name in TASKS:
-        assert in_worker[f"r_{name}"]["msg"] == missing, name
+        if name != "ks_failed":
+            assert in_worker[f"r_{name}"]["msg"] == missing, name
+    assert in_worker["r_ks_failed"]["msg"].startswith("ks_failed is a render's record")
     assert "from-task-environment" in in_worker["r_environment"]["msg"]
     assert in_worker["r_missing"]["msg"] == "missing required arguments: deployments"
     assert in_worker["r_unknown"]["msg"].startswith("Unsupported parameters for (ks_info) module: bogus.")

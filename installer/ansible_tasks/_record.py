@@ -1,14 +1,31 @@
-"""The recorder every plugin of this directory runs (see installer.render_plugins)."""
+"""A task in a render (:mod:`installer.render`): its call is appended to ``$KS_CAPTURE_DIR/<host>.jsonl`` instead of
+touching the cluster, and it answers as a cluster would (the task's ``render``, or nothing). The read-only ``ks_info``
+reads the cluster in ``$KUBECONFIG`` or, with ``$KS_RENDER_WORLD`` (JSON: kind -> objects), answers from that.
+
+Only a render sets ``KS_CAPTURE_DIR``; a module's run sets it empty (installer.runner), so a run never records in
+place of doing.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
-from typing import Any, ClassVar
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-from ansible.plugins.action import ActionBase
+CAPTURE_ENV = "KS_CAPTURE_DIR"
+WORLD_ENV = "KS_RENDER_WORLD"
+GENERATED = "(generated)"
+"""What a render shows for a credential the installer would generate."""
+#: The CA bundle a webhook certificate that would be generated gets in a render (its real value is not known yet).
+GENERATED_CA = base64.b64encode(GENERATED.encode()).decode()
 
-from installer.render_plugins import CAPTURE_ENV, GENERATED_CA, WORLD_ENV
+
+def recording() -> bool:
+    """Whether this process renders (its tasks record their calls)."""
+    return bool(os.environ.get(CAPTURE_ENV))
 
 
 def world() -> dict[str, list[dict[str, Any]]] | None:
@@ -24,7 +41,7 @@ def _generated_file(host: str) -> str:
 def note_generated(host: str, namespace: str, name: str, keys: list[str]) -> None:
     """A generator of this run ensured Secret ``namespace/name`` with ``keys``: later reads of the run see it."""
     path = _generated_file(host)
-    known = json.loads(open(path, encoding="utf-8").read()) if os.path.exists(path) else []  # noqa: SIM115
+    known = json.loads(Path(path).read_text(encoding="utf-8")) if os.path.exists(path) else []
     known.append({"namespace": namespace, "name": name, "keys": keys})
     with open(path, "w", encoding="utf-8") as out:
         json.dump(known, out)
@@ -37,7 +54,7 @@ def with_generated(host: str, params: dict[str, Any], resources: list[dict[str, 
     if params.get("kind") != "Secret" or not os.path.exists(path):
         return resources
     out = [json.loads(json.dumps(r)) for r in resources]
-    for entry in json.loads(open(path, encoding="utf-8").read()):  # noqa: SIM115
+    for entry in json.loads(Path(path).read_text(encoding="utf-8")):
         if params.get("name") not in (None, entry["name"]) or params.get("namespace") not in (None,
                                                                                               entry["namespace"]):
             continue
@@ -56,28 +73,16 @@ def plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-class Recorder(ActionBase):
-    """Records the task's arguments; :meth:`answer` says what the task returns."""
-
-    NAME: ClassVar[str]
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
-    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = super().run(tmp, task_vars)
-        params = dict(self._task.args)
-        self.host = (task_vars or {})["inventory_hostname"]
-        answer, note = self.answer(params)
-        entry: dict[str, Any] = {"module": self.NAME, "args": params}
-        if note:
-            entry["result"] = note
-        capture = os.path.join(os.environ[CAPTURE_ENV], (task_vars or {})["inventory_hostname"] + ".jsonl")
-        with open(capture, "a", encoding="utf-8") as out:
-            out.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
-        result.update(answer)
-        result["changed"] = False
-        return result
-
-    def answer(self, params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """What the task returns, and what to record of it beside the arguments (None: nothing)."""
-        return {}, None
+def record(task: ModuleType, params: dict[str, Any], host: str, waits: bool) -> dict[str, Any]:
+    """Record a call of ``task`` with ``params`` on ``host`` and return what the task answers in a render (its
+    ``render(params, host, waits)``: the answer and what to record of it beside the arguments; none by default;
+    ``waits``: the task is retried until a condition holds)."""
+    name = task.__name__.rpartition(".")[2]
+    render = getattr(task, "render", None)
+    answer, note = render(params, host, waits) if render is not None else ({}, None)
+    entry: dict[str, Any] = {"module": name, "args": params}
+    if note:
+        entry["result"] = note
+    with open(os.path.join(os.environ[CAPTURE_ENV], host + ".jsonl"), "a", encoding="utf-8") as out:
+        out.write(json.dumps(entry, sort_keys=True, default=str) + "\n")
+    return {**answer, "changed": False}

@@ -1,4 +1,5 @@
-"""The action plugin of a ``ks_*`` task: the task's work in Ansible's worker process.
+"""The action plugin of a ``ks_*`` task: the task's work in Ansible's worker process (in a render: its call recorded,
+``_record``).
 
 It behaves as the task's module did in a process of its own: the same argument spec and messages, check mode
 skipped unless the task supports it, the task's ``environment:`` in ``os.environ``, stray output dropped, and the
@@ -8,6 +9,8 @@ same result (its ``invocation``, no_log values censored, plain data after the sa
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import io
 import json
 import os
@@ -24,6 +27,7 @@ from ansible.plugins.action import ActionBase
 from kubernetes.config import kube_config
 
 from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks._record import record, recording
 
 #: The serialization profile of the installer's (old-style Python) modules.
 PROFILE = "legacy"
@@ -83,9 +87,14 @@ class TaskAction(ActionBase):
     task: ClassVar[ModuleType]
     # Decided below, after the arguments are validated, with the module's message.
     _supports_check_mode = True
+    TRANSFERS_FILES = False
+    _requires_connection = False
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
+        if recording():
+            return record(self.task, dict(self._task.args), (task_vars or {})["inventory_hostname"],
+                          bool(self._task.until))
         # As a module gets them: plain data after the JSON trip (one walk over Ansible's lazily templated values,
         # not a deep copy of them and then a walk), validated and coerced by the module's argument spec.
         args = module_json(dict(self._task.args), Direction.CONTROLLER_TO_MODULE)
@@ -117,3 +126,10 @@ class TaskAction(ActionBase):
                 return self.task.run(params)
             except TaskFailed as exc:
                 return {**exc.result, "failed": True, "msg": exc.msg}
+
+
+@functools.cache
+def action_module(name: str) -> type[TaskAction]:
+    """The action plugin class of task ``name`` (``installer.ansible_tasks.<name>``)."""
+    task = importlib.import_module(f"installer.ansible_tasks.{name}")
+    return type("ActionModule", (TaskAction,), {"task": task, "__module__": task.__name__})

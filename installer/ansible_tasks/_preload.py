@@ -1,7 +1,8 @@
 """What ansible-playbook's main process does once, before it forks a worker per task (the ``ks_preload`` callback).
 
 - Import the ``ks_*`` tasks' code (kubernetes, the engine's modules, the action plugins' base), so every worker has
-  it already.
+  it already, and give each task's module the name Ansible's plugin loader gives the task's action plugin
+  (``ansible.plugins.action.<task>``): the loader then finds it loaded and no worker executes the file again.
 - Load the Jinja filter and test plugins once (Ansible loads them, every file of them, in each worker that renders
   a template with a filter or test; a worker now inherits them loaded).
 - Load the kubeconfig once: the certificate files kubernetes writes for it are then the main process's (removed
@@ -17,10 +18,10 @@ import contextlib
 import ctypes
 import importlib
 import os
-import pkgutil
 import signal
+import sys
 
-import installer.ansible_tasks
+from installer.ansible_tasks import task_names
 from installer.kube import ApiUnavailable, api_client
 
 PR_SET_PDEATHSIG = 1
@@ -28,12 +29,18 @@ _forking_parent = [0]
 _done = [False]
 
 
+#: The package of the Python modules Ansible's plugin loader makes of the action plugins it finds in a directory.
+ACTION_PLUGINS_PACKAGE = "ansible.plugins.action"
+
+
 def import_tasks(base: bool = True) -> list[str]:
-    """Import every task module and, with ``base``, the action plugins' base (which imports Ansible); their
-    names."""
-    names = [m.name for m in pkgutil.iter_modules(installer.ansible_tasks.__path__) if m.name.startswith("ks_")]
-    for name in ["action", *names] if base else names:
-        importlib.import_module(f"installer.ansible_tasks.{name}")
+    """Import every task module and, with ``base``, the action plugins' base (which imports Ansible) and the task
+    modules under their action plugins' names; the tasks' names."""
+    names = task_names()
+    for name in ["_action", *names] if base else names:
+        module = importlib.import_module(f"installer.ansible_tasks.{name}")
+        if base and name != "_action":
+            sys.modules.setdefault(f"{ACTION_PLUGINS_PACKAGE}.{name}", module)
     return names
 
 

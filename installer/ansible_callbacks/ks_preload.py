@@ -1,11 +1,11 @@
 """Callback plugin ks_preload: loads the ks_* tasks' code in ansible-playbook's main process before it forks its
-workers (installer.ansible_tasks.preload); it handles no event."""
+workers (installer.ansible_tasks._preload); it handles no event."""
 
 from __future__ import annotations
 
 from ansible.plugins.callback import CallbackBase
 
-from installer.ansible_tasks.preload import preload
+from installer.ansible_tasks._preload import preload
 
 DOCUMENTATION = r"""
 name: ks_preload

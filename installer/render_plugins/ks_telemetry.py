@@ -1,7 +1,0 @@
-"""Records a ks_telemetry task (see installer.render_plugins)."""
-
-from installer.render_plugins._recorder import Recorder
-
-
-class ActionModule(Recorder):
-    NAME = "ks_telemetry"
