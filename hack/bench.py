@@ -81,9 +81,9 @@ from v341_order import PHASES, v341_run_order
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from installer.config.defaults import apply_defaults  # noqa: E402
+from installer.engine.plan import Action, Plan, Step, run_order  # noqa: E402
 from installer.hook import SCHEDULE_BINDING, SPEC_BINDING, STATE_BINDING  # noqa: E402
 from installer.modules import MODULES, by_name  # noqa: E402
-from installer.plan import Action, Plan, Step, run_order  # noqa: E402
 from installer.settings import CC_GROUP, CC_PLURAL, CC_VERSION, NAMESPACE, STATE_SECRET  # noqa: E402
 from installer.spec import merge, nested  # noqa: E402
 
@@ -328,7 +328,8 @@ APPLY_VERBS = frozenset({"apply", "install", "uninstall", "create", "replace", "
 """Task verbs (the first word after ``Module |`` in a task's name) of tasks that write to the cluster."""
 KINDS = ("wait", "apply", "render", "other", "skipped")
 PLAYBOOK_ARG = re.compile(r"/project/([\w.-]+?)\.ya?ml\b")
-"""A module's play on a run's command line: ``<run dir>/<module>-<random>/project/<module>.yaml`` (installer.runner)."""
+"""A module's play on a run's command line: ``<run dir>/<module>-<random>/project/<module>.yaml``
+(installer.engine.runner)."""
 
 
 def switch_all_on(spec: dict[str, Any], leave: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -413,7 +413,7 @@ def read_state(parse: Callable[[dict[str, str], str], object], data: dict[str, s
 
 def run_state(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
     """Generate ``count`` hostile state Secrets and read each as the reconcile, ``plan`` and the hook do."""
-    from installer.state_codec import StateUnreadable, parse
+    from installer.engine.state_codec import StateUnreadable, parse
 
     rng = random.Random(seed)
     totals: collections.Counter[str] = collections.Counter()
@@ -441,7 +441,7 @@ def _certificates() -> dict[str, dict[str, bytes]]:
     """Certificates to plant, made once: good, with a 1024-bit CA valid 100 years, expired, for other names."""
     import datetime as dt
 
-    from installer.certs import dns_names, generate
+    from installer.objects.certs import dns_names, generate
 
     names = dns_names("ks-controller-manager", FOUND_NAMESPACE)
     now = dt.datetime.now(dt.UTC)
@@ -482,7 +482,7 @@ def hostile_found(rng: random.Random) -> tuple[str, str, dict[str, Any]]:
 
 def judge_found(kind: str, name: str, live: dict[str, Any]) -> str:
     """What the installer does with ``live``: kept, replaced or generated; :class:`Refused` escapes."""
-    from installer import certs, core_secret, credentials, random_secret
+    from installer.objects import certs, core_secret, credentials, random_secret
 
     if kind == "core":
         if rule := credentials.type_problem(live.get("type"), (credentials.OPAQUE,)):
@@ -499,7 +499,7 @@ def judge_found(kind: str, name: str, live: dict[str, Any]) -> str:
 
 def run_found(count: int, seed: int, quiet: bool = False) -> dict[str, int]:
     """Generate ``count`` hostile credential Secrets and judge each as the installer's tasks do."""
-    from installer.credentials import Refused
+    from installer.objects.credentials import Refused
 
     rng = random.Random(seed)
     totals: collections.Counter[str] = collections.Counter()

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from installer.certs import generate
-from installer.core_secret import ADMIN_CLAIMS, jwt_hs256
+from installer.objects.certs import generate
+from installer.objects.core_secret import ADMIN_CLAIMS, jwt_hs256
 
 REPO = Path(__file__).resolve().parents[1]
 #: The tags rendered (hack/upstream_render.py) → their profiles: the default cc and every pluggable module, of v3.4.1

@@ -39,15 +39,16 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from simcluster import tool_path
 
-from installer import render, yaml_c
-from installer.adoption import RELEASES as ADOPTED_RELEASES
-from installer.cluster import ClusterConfigurations, cluster_facts
+from installer import yaml_c
 from installer.config import apply_defaults
+from installer.engine.adoption import RELEASES as ADOPTED_RELEASES
+from installer.engine.reconcile import Reconciler
+from installer.engine.runner import run_variables
 from installer.engine_settings import Settings
-from installer.manifests import Obj, ident
 from installer.modules import get_module
-from installer.reconcile import Reconciler
-from installer.runner import run_variables
+from installer.objects.cluster import ClusterConfigurations, cluster_facts
+from installer.objects.manifests import Obj, ident
+from installer.preview import render
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 
 REPO = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from installer.plan import Action, Plan, run_order
+from installer.engine.plan import Action, Plan, run_order
 
 Order = dict[str, dict[str, bool]]
 PHASES: tuple[tuple[str, ...] | None, ...] = (
@@ -40,7 +40,7 @@ def phases(names: list[str]) -> list[list[str]]:
 
 
 def impose(order: Order, applying: list[str]) -> Order:
-    """``order`` (:func:`installer.plan.run_order`'s answer) with every module of ``applying`` waiting for the
+    """``order`` (:func:`installer.engine.plan.run_order`'s answer) with every module of ``applying`` waiting for the
     modules of the phase before its own (ordering only); an ordering-only edge the other way goes, a blocking one
     is a conflict (RuntimeError)."""
     out = {name: dict(before) for name, before in order.items()}
@@ -56,13 +56,13 @@ def impose(order: Order, applying: list[str]) -> Order:
 
 
 def v341_run_order(plan: Plan) -> Order:
-    """:func:`installer.plan.run_order` of ``plan`` with v3.4.1's phases imposed on its installs and upgrades."""
+    """:func:`installer.engine.plan.run_order` of ``plan`` with v3.4.1's phases imposed on its installs and upgrades."""
     return impose(run_order(plan), [s.module for s in plan.runnable if s.action != Action.UNINSTALL])
 
 
 def main() -> NoReturn:
     """Run the hook with the executor scheduling by :func:`v341_run_order`."""
-    from installer import executor
+    from installer.engine import executor
     from installer.hook import main as hook
     from installer.process_exit import exit_now
 

@@ -30,24 +30,25 @@ from typing import Any
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from installer import hooklog, timeline
-from installer.cluster import ClusterConfigurations
+from installer import hooklog
 from installer.config import Prepared, prepare, redact
 from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_error, format_errors, format_path
+from installer.engine import timeline
+from installer.engine.fingerprint import files_digest
+from installer.engine.lease import LeaseHeld
+from installer.engine.member_clusters import offline_caveat
+from installer.engine.plan import Plan, records_for
+from installer.engine.planning import REPAIR_STATE, STATE_TOO_NEW, STATE_UNREADABLE, Planned, plan_cc, unreadable_state
+from installer.engine.reconcile import Reconciler, check_drift
+from installer.engine.records import Record
+from installer.engine.state import StateStore
+from installer.engine.state_codec import decode
 from installer.engine_settings import Settings
-from installer.fingerprint import files_digest
-from installer.images import catalogue, spec_refs
-from installer.kube import ApiUnavailable, api_client
-from installer.lease import LeaseHeld
-from installer.manifests import api_reason
-from installer.member_clusters import offline_caveat
 from installer.modules import MODULES, Module, switch_paths
-from installer.plan import Plan, records_for
-from installer.planning import REPAIR_STATE, STATE_TOO_NEW, STATE_UNREADABLE, Planned, plan_cc, unreadable_state
-from installer.reconcile import Reconciler, check_drift
-from installer.records import Record
-from installer.state import StateStore
-from installer.state_codec import decode
+from installer.objects.cluster import ClusterConfigurations
+from installer.objects.images import catalogue, spec_refs
+from installer.objects.kube import ApiUnavailable, api_client
+from installer.objects.manifests import api_reason
 from installer.version import INSTALLER_IMAGE
 
 
@@ -309,9 +310,9 @@ def _print_plan(plan: Plan, prepared: Prepared, output: str) -> None:
 
 def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
     """``plan --objects``: render the planned modules' playbooks and say what each object would become."""
-    from installer import object_plan, render
-    from installer.cluster import cluster_facts
-    from installer.runner import run_variables
+    from installer.engine.runner import run_variables
+    from installer.objects.cluster import cluster_facts
+    from installer.preview import object_plan, render
 
     known = {m.name for m in MODULES}
     if args.module and args.module not in known:
@@ -474,7 +475,7 @@ def parser() -> argparse.ArgumentParser:
 def _status(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from installer import status_view
+    from installer.engine import status_view
 
     ccs = ClusterConfigurations(api_client())
     cc = ccs.get()

@@ -36,7 +36,7 @@ def default_base_dir() -> Path:
 class Settings:
     base_dir: Path
     playbooks_dir: Path | None
-    """Plays that replace a module's generated ones (installer.plays; ``KS_PLAYBOOKS_DIR``, for tests): None."""
+    """Plays that replace a module's generated ones (installer.engine.plays; ``KS_PLAYBOOKS_DIR``, for tests): None."""
     roles_dir: Path
     results_dir: Path
     run_dir: Path
@@ -49,12 +49,12 @@ class Settings:
 
     @property
     def digest_cache(self) -> Path:
-        """Where the modules' file digests are kept between runs (installer.fingerprint.DigestCache)."""
+        """Where the modules' file digests are kept between runs (installer.engine.fingerprint.DigestCache)."""
         return self.base_dir / "cache" / "file-digests.json"
 
     @property
     def template_cache(self) -> Path:
-        """Where Jinja's compiled template code is kept between runs (installer.ansible_patches;
+        """Where Jinja's compiled template code is kept between runs (installer.launch.ansible_patches;
         ``KS_TEMPLATE_CACHE``)."""
         return _path("KS_TEMPLATE_CACHE", str(self.base_dir / "cache" / "templates"))
 

@@ -1,6 +1,6 @@
 """The shell-operator hook: print the binding on ``--config``, otherwise reconcile.
 
-An event that needs nothing is settled from shell-operator's snapshots (installer.fastpath) without loading the
+An event that needs nothing is settled from shell-operator's snapshots (installer.engine.fastpath) without loading the
 Kubernetes client; everything else runs the full reconcile. Exit 0 when the reconcile finished (module failures
 are reported in status and retried by the schedule binding with backoff); non-zero only when the installer itself
 could not run, so shell-operator retries.
@@ -123,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
-    from installer.kube import ApiUnavailable
-    from installer.lease import LeaseHeld
+    from installer.engine.lease import LeaseHeld
+    from installer.objects.kube import ApiUnavailable
 
     try:
         return _handle(triggers, cancel)
@@ -143,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:
-    """Whether the snapshots show there is nothing to do (installer.fastpath); any doubt runs the full path."""
+    """Whether the snapshots show there is nothing to do (installer.engine.fastpath); any doubt runs the full path."""
     if not contexts or triggers - {SPEC_BINDING, SCHEDULE_BINDING}:
         return False
     try:
-        from installer import fastpath
+        from installer.engine import fastpath
 
         return fastpath.settle(_state_objects(contexts), triggers <= {SCHEDULE_BINDING}, SPEC_BINDING,
                                STATE_BINDING, Settings.from_env())
@@ -157,7 +157,7 @@ def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:
 
 
 def _state_objects(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``contexts`` with the state snapshot's filterResult (STATE_JQ) as the object installer.fastpath reads."""
+    """``contexts`` with the state snapshot's filterResult (STATE_JQ) as the object installer.engine.fastpath reads."""
     out = []
     for context in contexts:
         items = (context.get("snapshots") or {}).get(STATE_BINDING)
@@ -178,11 +178,11 @@ def _state_object(result: Any) -> dict[str, Any] | None:
 
 
 def _handle(triggers: set[str], cancel: threading.Event) -> int:
-    from installer.cluster import ClusterConfigurations
-    from installer.kube import api_client
-    from installer.reconcile import Reconciler, check_drift
-    from installer.retry import drift_check_due, due_for_retry, refusal_to_recheck
-    from installer.status import mark_unreconciled
+    from installer.engine.reconcile import Reconciler, check_drift
+    from installer.engine.retry import drift_check_due, due_for_retry, refusal_to_recheck
+    from installer.engine.status import mark_unreconciled
+    from installer.objects.cluster import ClusterConfigurations
+    from installer.objects.kube import api_client
 
     settings = Settings.from_env()
     api = api_client()

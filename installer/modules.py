@@ -2,7 +2,7 @@
 
 Each module says how "enabled" is derived from the spec, which spec paths are its inputs (a change to any
 of them re-runs the module), which modules must run before it, its upstream status key and its Ansible role (the
-install and uninstall plays are built from it: installer.plays). Nothing else in the engine names a module.
+install and uninstall plays are built from it: installer.engine.plays). Nothing else in the engine names a module.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ class Module:
     core_phase: bool = False
     """In upstream's first phase (its installRunner's preInstallTasks: preinstall, metrics-server, common, ks-core,
     then ks-config): when one of these is not installed, upstream never reached the step that writes
-    ``kubesphere_running`` (installer.welcome)."""
+    ``kubesphere_running`` (installer.engine.welcome)."""
     last: bool = False
     """Run after every other module that installs or upgrades in the same reconcile (ordering only)."""
     images: tuple[str, ...] | Callable[[Spec], tuple[str, ...]] = ()
@@ -211,10 +211,10 @@ class Module:
     """The role under roles/ that installs it (its ``tasks/uninstall.yaml`` removes it); the module's name if empty."""
     releases: tuple[tuple[str, str], ...] = ()
     """``(namespace, release)`` of the Helm releases an earlier installer (v3.4.1, v3.3.x, older ones it left) made of
-    this module's objects: its first successful run retires them (installer.adoption)."""
+    this module's objects: its first successful run retires them (installer.engine.adoption)."""
     credentials: tuple[tuple[str, str], ...] = ()
     """``(namespace, name)`` of the Secrets whose values its generators keep when found (a takeover keeps the original's
-    passwords, keys and certificates; installer.adoption names those it found)."""
+    passwords, keys and certificates; installer.engine.adoption names those it found)."""
 
     def __post_init__(self) -> None:
         if not self.role:

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from installer.manifests import applied_by_installer
+from installer.objects.manifests import applied_by_installer
 from installer.settings import MODULE_LABEL
 
 T = TypeVar("T")

@@ -2,8 +2,8 @@
 
 Each run is ``installer.cli.main`` in a fork of this process with the test's argv, environment, working directory and
 standard streams, and its exit code: what ``python -m installer`` runs, without an interpreter start and the
-engine's imports (about 1 CPU-s) each time. The fork server's client (``installer.forkserver.CLIENT``) stands in for
-``python -m installer``: it hands its streams over, and with no zygote runs ``python -m installer`` itself.
+engine's imports (about 1 CPU-s) each time. The fork server's client (``installer.launch.forkserver.CLIENT``) stands in
+for ``python -m installer``: it hands its streams over, and with no zygote runs ``python -m installer`` itself.
 
 Not forwarded: signals, and the client's death (a run goes on to its end). Tests that signal or kill the engine, or
 look at its process, start ``python -m installer`` themselves.
@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import NoReturn
 
-from installer import forkserver
+from installer.launch import forkserver
 
 #: The command the tests run for ``python -m installer`` (the client while a zygote serves this worker).
 ENGINE: list[str] = [sys.executable, "-m", "installer"]
@@ -59,7 +59,7 @@ def _run(conn: socket.socket) -> NoReturn:
 def serve(path: str) -> None:
     # The engine and the Kubernetes client, imported once (nothing here starts a thread or reads the environment).
     import installer.cli
-    import installer.reconcile
+    import installer.engine.reconcile
 
     del installer
 

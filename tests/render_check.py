@@ -15,12 +15,12 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from installer.ansible_tasks._record import GENERATED_CA
-from installer.cluster import cluster_facts
 from installer.config import prepare
+from installer.engine.runner import run_variables
 from installer.modules import switch_paths
-from installer.object_plan import GENERATED, offline_plan
-from installer.render import WORLD, render_modules
-from installer.runner import run_variables
+from installer.objects.cluster import cluster_facts
+from installer.preview.object_plan import GENERATED, offline_plan
+from installer.preview.render import WORLD, render_modules
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 REPO = Path(__file__).resolve().parents[1]

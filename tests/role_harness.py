@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from installer.runner import ansible_environment
+from installer.engine.runner import ansible_environment
 
 REPO = Path(__file__).resolve().parents[1]
 ROLES = REPO / "roles"

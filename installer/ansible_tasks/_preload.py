@@ -22,7 +22,7 @@ import signal
 import sys
 
 from installer.ansible_tasks import task_names
-from installer.kube import ApiUnavailable, api_client
+from installer.objects.kube import ApiUnavailable, api_client
 
 PR_SET_PDEATHSIG = 1
 _forking_parent = [0]

@@ -1,8 +1,9 @@
-"""A task in a render (:mod:`installer.render`): its call is appended to ``$KS_CAPTURE_DIR/<host>.jsonl`` instead of
-touching the cluster, and it answers as a cluster would (the task's ``render``, or nothing). The read-only ``ks_info``
-reads the cluster in ``$KUBECONFIG`` or, with ``$KS_RENDER_WORLD`` (JSON: kind -> objects), answers from that.
+"""A task in a render (:mod:`installer.preview.render`): its call is appended to ``$KS_CAPTURE_DIR/<host>.jsonl``
+instead of touching the cluster, and it answers as a cluster would (the task's ``render``, or nothing). The read-only
+``ks_info`` reads the cluster in ``$KUBECONFIG`` or, with ``$KS_RENDER_WORLD`` (JSON: kind -> objects), answers from
+that.
 
-Only a render sets ``KS_CAPTURE_DIR``; a module's run sets it empty (installer.runner), so a run never records in
+Only a render sets ``KS_CAPTURE_DIR``; a module's run sets it empty (installer.engine.runner), so a run never records in
 place of doing.
 """
 

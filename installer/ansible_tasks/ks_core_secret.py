@@ -1,4 +1,5 @@
-"""ks_core_secret: create or complete Secret kubesphere-secret and the admin User (see installer.core_secret)."""
+"""ks_core_secret: create or complete Secret kubesphere-secret and the admin User (see
+installer.objects.core_secret)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from installer.ansible_tasks import (
     preview_params,
     task_plugin,
 )
-from installer.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
-from installer.credentials import Refused
-from installer.kube import api_client
-from installer.manifests import Ref, record_generated
+from installer.objects.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
+from installer.objects.credentials import Refused
+from installer.objects.kube import api_client
+from installer.objects.manifests import Ref, record_generated
 
 DOCUMENTATION = r"""
 module: ks_core_secret
@@ -60,16 +61,16 @@ KEYS = ["secret", "token", "initAdminPassword"]
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes):
+    """What :func:`run` would change (``installer.objects.manifests.Change``; ``api`` None: offline, what it writes):
     ``kubesphere-secret`` created, or the keys the run's own decision (``core_secret.desired_data``) adds or changes,
     by name only; the admin User created when missing. A found value the run refuses is an error."""
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
     from installer.ansible_tasks._record import GENERATED
-    from installer.core_secret import desired_data
-    from installer.credentials import decoded
-    from installer.manifests import Change
+    from installer.objects.core_secret import desired_data
+    from installer.objects.credentials import decoded
+    from installer.objects.manifests import Change
 
     p = preview_params(ARGUMENT_SPEC, args)
     namespace = p["namespace"] or ""

@@ -1,4 +1,5 @@
-"""ks_failed: a render's record of the task that failed (installer.render's rescue block); no module's play calls it."""
+"""ks_failed: a render's record of the task that failed (installer.preview.render's rescue block); no module's play
+calls it."""
 
 from __future__ import annotations
 

@@ -11,8 +11,14 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
-from installer.credentials import SA_ANNOTATION, SA_TOKEN, Refused, service_account_token_problem, webhook_url_problems
-from installer.kube import api_client
+from installer.objects.credentials import (
+    SA_ANNOTATION,
+    SA_TOKEN,
+    Refused,
+    service_account_token_problem,
+    webhook_url_problems,
+)
+from installer.objects.kube import api_client
 
 DOCUMENTATION = r"""
 module: ks_found_check

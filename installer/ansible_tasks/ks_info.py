@@ -8,7 +8,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
-from installer.kube import api_client
+from installer.objects.kube import api_client
 
 DOCUMENTATION = r"""
 module: ks_info

@@ -1,4 +1,4 @@
-"""ks_manifest: apply or remove a module's Kubernetes objects (see installer.manifests)."""
+"""ks_manifest: apply or remove a module's Kubernetes objects (see installer.objects.manifests)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
-from installer.kube import api_client
-from installer.manifests import (
+from installer.objects.kube import api_client
+from installer.objects.manifests import (
     INVENTORY_ENV,
     PURGE_ENV,
     Manifests,
@@ -62,7 +62,7 @@ options:
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
   tenants:
     description: On absent, more kinds (apiVersion/Kind) whose objects of another module keep a namespace of
-      this module from being deleted (besides installer.manifests.TENANT_KINDS).
+      this module from being deleted (besides installer.objects.manifests.TENANT_KINDS).
     type: list
     elements: str
     default: []

@@ -9,7 +9,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.ansible_tasks import TaskFailed, argument_spec, preview_params, task_plugin
-from installer.kube import api_client
+from installer.objects.kube import api_client
 
 DOCUMENTATION = r"""
 module: ks_metadata
@@ -70,10 +70,10 @@ def apply(res: Any, name: str, p: dict[str, Any], dry_run: bool = False) -> tupl
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
     """The labels and annotations :func:`run` would set on (or take off) each object, as one update each: the same
-    apply as a server-side dry run (``installer.manifests.Change``; offline, none)."""
+    apply as a server-side dry run (``installer.objects.manifests.Change``; offline, none)."""
     if api is None:
         return []
-    from installer.manifests import Change, shown
+    from installer.objects.manifests import Change, shown
 
     p = preview_params(ARGUMENT_SPEC, args)
     res = DynamicClient(api).resources.get(api_version=p["api_version"], kind=p["kind"])

@@ -1,15 +1,15 @@
 """ks_random_secret: ensure a Secret holds a key, generating a random value only if missing
-(installer.random_secret)."""
+(installer.objects.random_secret)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from installer.ansible_tasks import TaskFailed, argument_spec, generated_secret, preview_params, task_plugin
-from installer.credentials import Refused
-from installer.kube import api_client
-from installer.manifests import Ref, record_generated
-from installer.random_secret import ensure_random_secret, planned_secret
+from installer.objects.credentials import Refused
+from installer.objects.kube import api_client
+from installer.objects.manifests import Ref, record_generated
+from installer.objects.random_secret import ensure_random_secret, planned_secret
 
 DOCUMENTATION = r"""
 module: ks_random_secret
@@ -44,11 +44,11 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
-    Secret created, or the key the run's own decision (``random_secret.planned_secret``) adds and the module's label
+    """What :func:`run` would change (``installer.objects.manifests.Change``; ``api`` None: offline, what it writes):
+    the Secret created, or the key the run's own decision (``random_secret.planned_secret``) adds and the module's label
     set; a found Secret the run refuses is an error. A value is never shown."""
     from installer.ansible_tasks._record import GENERATED
-    from installer.manifests import Change
+    from installer.objects.manifests import Change
 
     p = preview_params(ARGUMENT_SPEC, args)
     namespace, name, key = p["namespace"] or "", p["name"], str(p["key"])

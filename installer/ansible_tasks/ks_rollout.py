@@ -1,12 +1,12 @@
-"""ks_rollout: roll Deployments by a pod-template annotation (see installer.rollout)."""
+"""ks_rollout: roll Deployments by a pod-template annotation (see installer.objects.rollout)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from installer.ansible_tasks import TaskFailed, argument_spec, preview_params, task_plugin
-from installer.kube import api_client
-from installer.rollout import roll
+from installer.objects.kube import api_client
+from installer.objects.rollout import roll
 
 DOCUMENTATION = r"""
 module: ks_rollout
@@ -47,14 +47,14 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """The Deployments :func:`run` would roll (``installer.manifests.Change``; offline, none): those whose pod
+    """The Deployments :func:`run` would roll (``installer.objects.manifests.Change``; offline, none): those whose pod
     template annotation changes (a missing one: nothing to roll, its creation is listed)."""
     if api is None:
         return []
     from kubernetes import client
 
-    from installer.manifests import Change
-    from installer.rollout import CONFIG_HASH, rolls
+    from installer.objects.manifests import Change
+    from installer.objects.rollout import CONFIG_HASH, rolls
 
     p = preview_params(ARGUMENT_SPEC, args)
     apps = client.AppsV1Api(api)

@@ -12,8 +12,8 @@ from typing import Any
 from kubernetes import client
 
 from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
-from installer.cluster import ClusterConfigurations
-from installer.kube import api_client
+from installer.objects.cluster import ClusterConfigurations
+from installer.objects.kube import api_client
 
 DOCUMENTATION = r"""
 module: ks_telemetry

@@ -1,4 +1,4 @@
-"""ks_webhook_cert: ensure a serving certificate Secret (a generated CA + certificate; see installer.certs)."""
+"""ks_webhook_cert: ensure a serving certificate Secret (a generated CA + certificate; see installer.objects.certs)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from installer.ansible_tasks import (
     preview_params,
     task_plugin,
 )
-from installer.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
-from installer.credentials import Refused
-from installer.kube import api_client
-from installer.manifests import Ref, record_generated
+from installer.objects.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
+from installer.objects.credentials import Refused
+from installer.objects.kube import api_client
+from installer.objects.manifests import Ref, record_generated
 
 DOCUMENTATION = r"""
 module: ks_webhook_cert
@@ -39,7 +39,7 @@ options:
   type: {description: The Secret's type when it is created., type: str, default: Opaque}
   max_validity_days:
     description: The longest validity a found certificate may have to be kept (days); default - upstream's 3650 and a
-      day of slack (installer.certs.MAX_VALIDITY).
+      day of slack (installer.objects.certs.MAX_VALIDITY).
     type: int
 """
 ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
@@ -74,11 +74,11 @@ def layout(p: dict[str, Any]) -> Layout:
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """What :func:`run` would change (``installer.manifests.Change``; ``api`` None: offline, what it writes): the
-    Secret created; when it exists, the render's answer (``recorded``, its ``reason``) says whether the certificate
+    """What :func:`run` would change (``installer.objects.manifests.Change``; ``api`` None: offline, what it writes):
+    the Secret created; when it exists, the render's answer (``recorded``, its ``reason``) says whether the certificate
     is generated again or only labelled."""
     from installer.ansible_tasks._record import GENERATED
-    from installer.manifests import Change
+    from installer.objects.manifests import Change
     from installer.settings import MODULE_LABEL
 
     p = preview_params(ARGUMENT_SPEC, args)
@@ -100,8 +100,8 @@ def _live(args: dict[str, Any]) -> dict[str, Any]:
     from kubernetes.dynamic.exceptions import NotFoundError
 
     from installer.ansible_tasks._record import GENERATED_CA
-    from installer.certs import judge, trusted_bundle
-    from installer.kube import api_client
+    from installer.objects.certs import judge, trusted_bundle
+    from installer.objects.kube import api_client
     from installer.settings import MANAGED_BY, MODULE_LABEL
 
     cert_layout = layout(args)

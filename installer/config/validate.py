@@ -304,7 +304,7 @@ def _rule_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
 
 #: clusterRole changes the installer cannot carry out in place (upstream kubesphere#4229).
 #: Role changes refused whatever the cluster holds; host -> none/member is refused only while member clusters are
-#: joined (installer.member_clusters, which needs the cluster).
+#: joined (installer.engine.member_clusters, which needs the cluster).
 _FORBIDDEN_ROLE_CHANGES = {
     ("member", "host"): "a member cluster cannot be promoted to host in place",
 }

@@ -22,12 +22,14 @@ from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.cluster import ClusterConfigurations
 from installer.config import apply_defaults
+from installer.engine.plays import generated
+from installer.engine.reconcile import Reconciler
+from installer.engine.state import StateStore
+from installer.engine.state_codec import SPEC_KEY
 from installer.engine_settings import Settings
 from installer.modules import MODULES, get_module
-from installer.plays import generated
-from installer.reconcile import Reconciler
+from installer.objects.cluster import ClusterConfigurations
 from installer.settings import (
     CC_GROUP,
     CC_NAME,
@@ -38,8 +40,6 @@ from installer.settings import (
     NAMESPACE,
     STATE_SECRET,
 )
-from installer.state import StateStore
-from installer.state_codec import SPEC_KEY
 
 
 @dataclass
@@ -173,7 +173,7 @@ def between_cleanups(installer: Installer, clean: Callable[[client.ApiClient], N
 def playbooks_changed(tmp_path: Path, module: str, **play: Any) -> Path:
     """A directory of plays where ``module``'s install play is its generated one with the keys ``play`` (``vars``,
     ``pre_tasks``, ``post_tasks``...) set: for the engine it replaces the module's play (``KS_PLAYBOOKS_DIR``,
-    installer.plays)."""
+    installer.engine.plays)."""
     playbooks = tmp_path / "playbooks"
     playbooks.mkdir(exist_ok=True)
     plays = generated(get_module(module))

@@ -1,6 +1,6 @@
 """Taking over a cluster that ks-installer v3.4.1 installed: :func:`take_over`, the first reconcile over the original's
-objects taking every module's objects over in place (installer.adoption), run by test_adoption_pluggable.py (v3.4.1,
-every component on) and test_adoption_v332.py (3.3.x); the default platform as upstream made it is switched by
+objects taking every module's objects over in place (installer.engine.adoption), run by test_adoption_pluggable.py
+(v3.4.1, every component on) and test_adoption_v332.py (3.3.x); the default platform as upstream made it is switched by
 tests/e2e/test_demo.py (``hack/demo.sh up --from-v341``, the real shell-operator). Here: MinIO's release (the App
 Store's), whose fixed keys stay."""
 
@@ -37,10 +37,10 @@ from v341_cluster import (
     uid_of,
 )
 
-from installer.field_takeover import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
-from installer.manifests import ident
+from installer.engine.state import StateStore
+from installer.objects.field_takeover import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
+from installer.objects.manifests import ident
 from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
-from installer.state import StateStore
 
 from .conftest import Installer, stored_state
 from .test_minio import STORE, playbooks_without_core

@@ -15,8 +15,8 @@ import pytest
 import upstream_fixture
 from v341_cluster import PLUGGABLE_UPSTREAM, UPSTREAM_ROLLS
 
-from installer.adoption import RELEASES as ADOPTED_RELEASES
 from installer.config import apply_defaults
+from installer.engine.adoption import RELEASES as ADOPTED_RELEASES
 from installer.modules import get_module
 
 from .test_adoption import own_cluster, previewed, take_over
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.cluster
 #: The pluggable modules the fixture holds, each ending ``enabled`` in the cc's status.
 PLUGGABLE_MODULES = ("opensearch", "fluentbit", "minio", "events", "auditing", "logging", "devops", "servicemesh",
                      "multicluster", "edgeruntime", "gatekeeper", "redis", "openldap")
-#: Upstream's releases for them (installer.adoption.RELEASES names them all).
+#: Upstream's releases for them (installer.engine.adoption.RELEASES names them all).
 PLUGGABLE_RELEASES = {
     "kubesphere-system/ks-core", "kubesphere-system/ks-openldap", "kubesphere-system/ks-minio",
     "kube-system/snapshot-controller", "kubesphere-monitoring-system/notification-manager",

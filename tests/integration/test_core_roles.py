@@ -15,12 +15,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from installer import KS_VERSION
-from installer.cluster import cluster_facts
 from installer.config.defaults import apply_defaults
+from installer.engine.plan import Action, Step
+from installer.engine.runner import PlaybookRunner
 from installer.engine_settings import Settings
-from installer.plan import Action, Step
-from installer.rollout import CONFIG_HASH
-from installer.runner import PlaybookRunner
+from installer.objects.cluster import cluster_facts
+from installer.objects.rollout import CONFIG_HASH
 from installer.settings import MODULE_LABEL, NAMESPACE
 
 from .conftest import REPO, Installer

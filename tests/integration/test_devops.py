@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer import timeline
+from installer.engine import timeline
 from installer.modules import get_module
 from installer.settings import MODULE_LABEL
 

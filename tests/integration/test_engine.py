@@ -244,7 +244,7 @@ DEEP = 995  # the API server accepts it; Python's JSON decoder does not
 def test_a_spec_nested_deeper_than_python_parses_is_stalled_and_changes_nothing(installer: Installer) -> None:
     """A cc nested 995 deep, which the API server accepts, is refused like any invalid spec. The client would
     recurse encoding such a spec, so it is written here as text."""
-    from installer.cluster import ClusterConfigurations
+    from installer.objects.cluster import ClusterConfigurations
 
     installer.apply_cc()
     installer.reconcile()

@@ -19,7 +19,7 @@ from engine_zygote import ENGINE
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.lease import Lease
+from installer.engine.lease import Lease
 from installer.settings import LEASE_NAME, NAMESPACE, STATE_SECRET
 from installer.version import INSTALLER_VERSION
 

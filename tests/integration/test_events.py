@@ -18,7 +18,7 @@ from cluster_objects import delete_namespace, delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer import timeline
+from installer.engine import timeline
 from installer.settings import MODULE_LABEL
 
 from .conftest import Installer, between_cleanups

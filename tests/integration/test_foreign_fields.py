@@ -12,7 +12,7 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from installer.manifests import Manifests
+from installer.objects.manifests import Manifests
 
 pytestmark = pytest.mark.cluster
 

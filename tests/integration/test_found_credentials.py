@@ -21,10 +21,10 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer import certs
-from installer.core_secret import ADMIN_CLAIMS, jwt_hs256
+from installer.engine.state import StateStore
+from installer.objects import certs
+from installer.objects.core_secret import ADMIN_CLAIMS, jwt_hs256
 from installer.settings import FIELD_MANAGER, NAMESPACE
-from installer.state import StateStore
 
 from .conftest import Installer
 

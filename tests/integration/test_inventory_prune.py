@@ -12,10 +12,10 @@ import pytest
 from cluster_objects import delete_quietly
 from kubernetes import client
 
-from installer.manifests import DryRun, Manifests, ref_of
-from installer.random_secret import ensure_random_secret
+from installer.engine.state import StateStore
+from installer.objects.manifests import DryRun, Manifests, ref_of
+from installer.objects.random_secret import ensure_random_secret
 from installer.settings import MODULE_LABEL, NAMESPACE
-from installer.state import StateStore
 
 from .conftest import Installer, playbooks_changed, stored_state
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from simcluster import SimCluster
 
-from installer import timeline
+from installer.engine import timeline
 
 from .conftest import Installer, playbooks_changed
 

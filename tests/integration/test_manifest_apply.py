@@ -16,8 +16,8 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from installer import manifests as manifests_module
-from installer.manifests import DryRun, Manifests, Rejected
+from installer.objects import manifests as manifests_module
+from installer.objects.manifests import DryRun, Manifests, Rejected
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster

@@ -2,7 +2,7 @@
 APIService Available as the API server itself reports it (the sim runs the real metrics-server binary, see
 hack/simcluster.py), a server the API server cannot reach ends in a failed phase that quotes its reason, uninstall
 removes the APIService before anything else (API discovery keeps working), and re-enabling installs it again. An
-old Helm release ``metrics-server`` is taken over in place (installer.adoption): same objects, no rollout, the
+old Helm release ``metrics-server`` is taken over in place (installer.engine.adoption): same objects, no rollout, the
 release retired."""
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from simcluster import SimCluster, pid_alive, tool_path
 from v341_cluster import Builder
 
 from installer.config.validate import validate
-from installer.field_takeover import HELM_LABEL, LEGACY_MANAGERS
-from installer.manifests import Manifests
+from installer.objects.field_takeover import HELM_LABEL, LEGACY_MANAGERS
+from installer.objects.manifests import Manifests
 from installer.settings import FIELD_MANAGER, MODULE_LABEL
 
 from .conftest import Installer, playbooks_changed

@@ -17,8 +17,8 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.engine.plays import generated
 from installer.modules import get_module
-from installer.plays import generated
 
 from .conftest import REPO, Installer
 

@@ -37,10 +37,10 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from parity_content import Facts, cluster_facts, compare
 from render_check import render_differences
 
+from installer.engine.status import condition_of
 from installer.modules import MODULES
 from installer.settings import MODULE_LABEL
 from installer.spec import merge
-from installer.status import condition_of
 
 from .conftest import Installer, _reset, stored_state
 

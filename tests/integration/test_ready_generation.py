@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client, watch
 from simcluster import tool_path
 
-from installer.cluster import ClusterConfigurations
+from installer.objects.cluster import ClusterConfigurations
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 
 from .conftest import REPO, Installer, kill_tree, playbooks_changed

@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.manifests import Manifests
+from installer.objects.manifests import Manifests
 from installer.settings import MODULE_LABEL
 
 pytestmark = pytest.mark.cluster

@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from simcluster import SimCluster
 
-from installer.certs import dns_names, generate
+from installer.objects.certs import dns_names, generate
 
 pytestmark = pytest.mark.cluster
 SELECTOR = "sim-webhooks.test/target"

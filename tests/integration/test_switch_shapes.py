@@ -25,11 +25,11 @@ from kubernetes.dynamic import DynamicClient
 from simcluster import SimCluster
 from v341_cluster import Builder
 
-from installer.certs import generate, required_names
-from installer.manifests import Obj, ident
-from installer.rollout import CONFIG_HASH
+from installer.engine.state import StateStore
+from installer.objects.certs import generate, required_names
+from installer.objects.manifests import Obj, ident
+from installer.objects.rollout import CONFIG_HASH
 from installer.settings import MODULE_LABEL, NAMESPACE
-from installer.state import StateStore
 
 from .conftest import Installer
 from .test_adoption import helm_list, secret_value

@@ -15,9 +15,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from processes import processes_naming
 
+from installer.engine.plan import Action, Step
+from installer.engine.runner import PlaybookRunner
 from installer.engine_settings import Settings
-from installer.plan import Action, Step
-from installer.runner import PlaybookRunner
 from installer.settings import NAMESPACE
 
 from .conftest import REPO, Installer
@@ -36,7 +36,7 @@ CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": NAME, "n
 
 
 def _playbooks(tmp_path: Path, tasks: list[dict[str, Any]]) -> Path:
-    """A directory of plays where the module's play runs ``tasks`` (installer.plays)."""
+    """A directory of plays where the module's play runs ``tasks`` (installer.engine.plays)."""
     playbooks = tmp_path / "playbooks"
     playbooks.mkdir()
     play = {"hosts": "localhost", "gather_facts": False, "tasks": tasks}

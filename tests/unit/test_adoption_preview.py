@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from installer.field_takeover import LAST_APPLIED, dropped_by_takeover
+from installer.objects.field_takeover import LAST_APPLIED, dropped_by_takeover
 
 
 def entry(manager: str, operation: str, labels: tuple[str, ...] = (), annotations: tuple[str, ...] = ()) -> dict:

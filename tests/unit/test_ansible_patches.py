@@ -1,4 +1,4 @@
-"""installer.ansible_patches: what the fork server changes in Ansible and Jinja makes runs cheaper and changes no
+"""installer.launch.ansible_patches: what the fork server changes in Ansible and Jinja makes runs cheaper and changes no
 rendered output; the private-function patches apply only on the ansible-core release they were written for."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from installer import ansible_patches
+from installer.launch import ansible_patches
 
 TEMPLATE = """{% set names = [] %}{% for m in modules if m.on %}{% set _ = names.append(m.name | upper) %}{% endfor %}
 kind: ConfigMap
@@ -90,7 +90,7 @@ importlib.metadata.version = lambda name: {version!r} if name == "ansible-core" 
     script = fake + f"""
 import json
 from pathlib import Path
-from installer import ansible_patches
+from installer.launch import ansible_patches
 print(json.dumps(ansible_patches.apply(Path({str(tmp_path / 'cache')!r}))))
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)

@@ -15,7 +15,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer import certs
+from installer.objects import certs
 
 NAMES = certs.dns_names("ks-controller-manager", "kubesphere-system")
 
@@ -127,7 +127,7 @@ def test_renewed_before_expiry(secrets: FakeSecrets) -> None:
 def test_a_layout_names_its_own_secret_keys_and_common_names() -> None:
     from cryptography import x509
 
-    from installer.certs import Layout, generate, problem
+    from installer.objects.certs import Layout, generate, problem
 
     layout = Layout("cloudcore", "cloudcore-ca", "cloudcore", ("streamCA.crt", "stream.crt", "stream.key"))
     data = generate(["cloudcore.kubeedge", "cloudcore.kubeedge.svc"], ca_name=layout.ca_name,
@@ -234,7 +234,7 @@ def later_start(data: dict[str, bytes]) -> str:
 def test_a_replaced_certificate_says_why_and_a_foreign_type_is_refused(secrets: FakeSecrets) -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    from installer.credentials import Refused
+    from installer.objects.credentials import Refused
 
     weak = planted(NAMES, ca_key=rsa.generate_private_key(65537, 1024))
     secrets.stored = {"type": "Opaque", "metadata": {"labels": {}},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from installer.changes import describe_changes
+from installer.engine.changes import describe_changes
 
 
 def test_oauth_client_secret_is_redacted() -> None:
@@ -85,7 +85,7 @@ automountServiceAccountToken: false
 
 def test_config_texts_are_redacted_by_key_and_a_changed_credential_is_said_to_change() -> None:
     from installer.config.secrets import redact_text
-    from installer.object_plan import diff, redacted_manifest
+    from installer.preview.object_plan import diff, redacted_manifest
 
     old = KUBESPHERE_YAML.format(secret="CS-old-canary", key="PK-old-canary")
     new = KUBESPHERE_YAML.format(secret="CS-new-canary", key="PK-old-canary")
@@ -102,7 +102,7 @@ def test_config_texts_are_redacted_by_key_and_a_changed_credential_is_said_to_ch
 
 
 def test_printed_manifests_hide_credential_fields_and_env_values() -> None:
-    from installer.object_plan import redacted_manifest
+    from installer.preview.object_plan import redacted_manifest
 
     deployment = {"kind": "Deployment", "spec": {"template": {"spec": {
         "automountServiceAccountToken": False,

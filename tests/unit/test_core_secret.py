@@ -10,7 +10,7 @@ import json
 import bcrypt
 import pytest
 
-from installer.core_secret import (
+from installer.objects.core_secret import (
     ADMIN_CLAIMS,
     DEFAULT_PASSWORD,
     admin_user,
@@ -19,7 +19,7 @@ from installer.core_secret import (
     overridden,
     random_password,
 )
-from installer.credentials import Refused
+from installer.objects.credentials import Refused
 
 
 def test_jwt_hs256_matches_the_reference_vector() -> None:

@@ -7,8 +7,8 @@ import base64
 import pytest
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed25519, rsa
 
-from installer import credentials
-from installer.credentials import Refused
+from installer.objects import credentials
+from installer.objects.credentials import Refused
 
 
 def b64(raw: bytes) -> str:

@@ -3,7 +3,7 @@ catalogue images its objects name.
 
 For each module the real install playbook runs offline, once per spec variant (each variant is its own Ansible
 host, so facts never leak between variants), with the installer's Ansible modules replaced by recorders
-(``installer.render``): what a
+(``installer.preview.render``): what a
 run would send to the cluster (objects, secrets, lookups) is its output. Changing one declared input must change
 that output; changing every spec path the module does not declare must not. This is what "only what changed
 runs" rests on, and it covers every module in the registry, including those added later. The same runs show
@@ -28,10 +28,10 @@ from installer_state import DEFAULT_CC
 
 from installer.config import apply_defaults
 from installer.config.validate import schema
-from installer.images import catalogue, spec_refs
+from installer.engine.plays import plays_of
 from installer.modules import MODULES, Module
-from installer.plays import plays_of
-from installer.render import WORLD, Host, run_hosts
+from installer.objects.images import catalogue, spec_refs
+from installer.preview.render import WORLD, Host, run_hosts
 from installer.spec import get, leaves, merge, nested
 
 REPO = Path(__file__).resolve().parents[2]

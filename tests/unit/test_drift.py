@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from types import SimpleNamespace
 
-from installer.drift import foreign_editor
+from installer.engine.drift import foreign_editor
 
 APPLIED = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 

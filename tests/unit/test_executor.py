@@ -10,11 +10,11 @@ import threading
 import time
 from pathlib import Path
 
-from installer.executor import Events, execute
+from installer.engine.executor import Events, execute
+from installer.engine.plan import Action, Plan, Step
+from installer.engine.retry import backoff_seconds, due_for_retry
+from installer.engine.runner import RunOutcome
 from installer.modules import MODULES
-from installer.plan import Action, Plan, Step
-from installer.retry import backoff_seconds, due_for_retry
-from installer.runner import RunOutcome
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""The schedule binding's quick decision (installer.fastpath.settle): what a minute's tick leaves alone."""
+"""The schedule binding's quick decision (installer.engine.fastpath.settle): what a minute's tick leaves alone."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from installer.engine.fastpath import PATCH_ENV, settle
 from installer.engine_settings import Settings
-from installer.fastpath import PATCH_ENV, settle
 from installer.settings import MEMBERS_JOINED
 
 

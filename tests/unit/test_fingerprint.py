@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from installer.changes import describe_changes
-from installer.fingerprint import files_digest, inputs_of, module_hash, roles_used
+from installer.engine.changes import describe_changes
+from installer.engine.fingerprint import files_digest, inputs_of, module_hash, roles_used
+from installer.engine.plays import dump, generated
 from installer.modules import MODULES, get_module
-from installer.plays import dump, generated
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,21 +105,22 @@ def test_engine_code_a_module_runs_is_part_of_its_hash(tmp_path: Path) -> None:
     roles = REPO / "roles"
     before = _digests(roles, engine)
 
-    (engine / "rollout.py").write_text((engine / "rollout.py").read_text() + "\n# changed\n")
+    (engine / "objects" / "rollout.py").write_text((engine / "objects" / "rollout.py").read_text() + "\n# changed\n")
     after = _digests(roles, engine)
     assert sorted(m for m in before if before[m] != after[m]) == ["ks-config"]  # only ks_rollout imports it
 
-    (engine / "manifests.py").write_text((engine / "manifests.py").read_text() + "\n# changed\n")
+    manifests = engine / "objects" / "manifests.py"
+    manifests.write_text(manifests.read_text() + "\n# changed\n")
     again = _digests(roles, engine)
     users = sorted(m for m in after if after[m] != again[m])
     assert "monitoring" in users and "ks-core" in users and "gatekeeper" in users
 
-    (engine / "reconcile.py").write_text((engine / "reconcile.py").read_text() + "\n# changed\n")
+    (engine / "engine" / "reconcile.py").write_text((engine / "engine" / "reconcile.py").read_text() + "\n# changed\n")
     assert _digests(roles, engine) == again  # the engine itself runs no module's code
 
 
 def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from installer import fingerprint
+    from installer.engine import fingerprint
     from installer.modules import get_module
 
     roles = tmp_path / "roles"
@@ -163,37 +164,34 @@ def test_tasks_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path
     assert {"ks-core", "monitoring", "gatekeeper", "ks-config"} <= {m for m in after if after[m] != again[m]}
 
 
-# The engine files the Ansible side runs (the ks_* task code and what it imports): a change to one re-runs the
-# modules that run it. Any other engine file is the engine's alone. A new import that pulls engine code into the
+# The Ansible side (the ks_* tasks and what they import) is a folder: a change to one of its files re-runs the modules
+# that run it; engine/, preview/ and launch/ are the engine's alone. A new import that pulls another file into the
 # Ansible side fails here: decide whether a change to that file should re-run modules on every cluster.
-ANSIBLE_SIDE = {
-    "__init__.py", "ansible_tasks/__init__.py", "ansible_tasks/_action.py", "ansible_tasks/_record.py",
-    "field_takeover.py",
-    "ansible_tasks/ks_alert_rules.py",
-    "ansible_tasks/ks_core_secret.py", "ansible_tasks/ks_found_check.py", "ansible_tasks/ks_info.py",
-    "ansible_tasks/ks_manifest.py", "ansible_tasks/ks_metadata.py", "ansible_tasks/ks_random_secret.py",
-    "ansible_tasks/ks_rollout.py", "ansible_tasks/ks_webhook_cert.py", "certs.py", "claims.py", "core_secret.py",
-    "credentials.py", "escape.py", "foreign.py", "images.py",
-    "kube.py", "log_store.py", "manifests.py", "ownership.py", "random_secret.py",
-    "rollout.py", "s3_store.py",
-    "settings.py", "spec.py", "yaml_c.py",
-}
-# telemetry's task reads the cc as the engine does (its report describes the spec).
-TELEMETRY_ALSO = {"ansible_tasks/ks_telemetry.py", "cluster.py", "modules.py", "config/__init__.py",
-                  "config/advice.py", "config/defaults.py", "config/migrate.py", "config/nulls.py", "config/secrets.py",
-                  "config/spec_schema.py", "config/validate.py"}
+ANSIBLE_SIDE_DIRS = ("ansible_tasks", "objects")
+#: The shared files at the package's top that the Ansible side imports.
+SHARED = {"__init__.py", "escape.py", "log_store.py", "s3_store.py", "settings.py", "spec.py", "yaml_c.py"}
+# telemetry's task reads the cc as the engine does (its report describes the spec): the config package and the
+# module registry too.
+TELEMETRY_ALSO = ("config", "modules.py")
 
 
-def test_the_ansible_side_imports_only_what_it_runs() -> None:
-    from installer.fingerprint import ENGINE_DIR, code_files
+def test_the_ansible_side_is_a_folder_and_imports_only_what_it_runs() -> None:
+    from installer.engine.fingerprint import ENGINE_DIR, code_files
 
     def engine_files(name: str) -> set[str]:
         return {str(f.relative_to(ENGINE_DIR)) for f in code_files(get_module(name), REPO / "roles")
                 if f.is_relative_to(ENGINE_DIR)}
 
+    def outside(files: set[str], dirs: tuple[str, ...]) -> set[str]:
+        return {f for f in files if f.split("/")[0] not in dirs and f not in SHARED}
+
     others = set().union(*(engine_files(m.name) for m in MODULES if m.name != "telemetry"))
-    assert others == ANSIBLE_SIDE
-    assert engine_files("telemetry") - ANSIBLE_SIDE == TELEMETRY_ALSO
+    assert outside(others, ANSIBLE_SIDE_DIRS) == set()
+    assert {f for f in others if f.startswith("objects/")} == {
+        str(f.relative_to(ENGINE_DIR)) for f in (ENGINE_DIR / "objects").glob("*.py")} - {"objects/cluster.py"}
+    assert others >= SHARED
+    assert outside(engine_files("telemetry"), ANSIBLE_SIDE_DIRS + TELEMETRY_ALSO) == set()
+    assert "objects/cluster.py" in engine_files("telemetry")
 
 
 def test_an_installer_upgrade_of_the_engine_alone_reruns_nothing(tmp_path: Path) -> None:
@@ -205,8 +203,9 @@ def test_an_installer_upgrade_of_the_engine_alone_reruns_nothing(tmp_path: Path)
     shutil.copytree(REPO / "installer", engine, ignore=shutil.ignore_patterns("__pycache__"))
     roles = REPO / "roles"
     before = _digests(roles, engine)
-    for name in ("version.py", "engine_settings.py", "welcome.py", "status.py", "reconcile.py", "plan.py",
-                 "state.py", "runner.py", "forkserver.py", "hook.py", "cli.py", "fastpath.py", "executor.py"):
+    for name in ("version.py", "engine_settings.py", "engine/welcome.py", "engine/status.py", "engine/reconcile.py",
+                 "engine/plan.py", "engine/state.py", "engine/runner.py", "launch/forkserver.py", "hook.py", "cli.py",
+                 "engine/fastpath.py", "engine/executor.py", "preview/render.py", "preview/object_plan.py"):
         (engine / name).write_text((engine / name).read_text().replace('"3.4.1"', '"9.9.9"') + "\n# changed\n")
     assert _digests(roles, engine) == before
     (engine / "config" / "validate.py").write_text((engine / "config" / "validate.py").read_text() + "\n# changed\n")

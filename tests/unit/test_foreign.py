@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from installer.foreign import clean, eviction, leaves, readable, rendered, tree
+from installer.objects.foreign import clean, eviction, leaves, readable, rendered, tree
 
 SIDE = 'k:{"name":"sidecar"}'
 MAIN = 'k:{"name":"main"}'
@@ -98,7 +98,7 @@ def test_the_map_an_allow_listed_annotation_lives_in_is_not_foreign() -> None:
 
 
 def test_a_service_account_is_planted_unless_labelled_or_the_originals_made_after_the_cc() -> None:
-    from installer.manifests import planted
+    from installer.objects.manifests import planted
 
     cc = "2026-01-01T00:00:00Z"
     legacy = {"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {}}

@@ -20,8 +20,8 @@ import pytest
 import yaml
 from processes import processes_naming
 
-from installer.forkserver import CLIENT, PLAYBOOK, ForkServer
-from installer.runner import CALLBACKS_DIR
+from installer.engine.runner import CALLBACKS_DIR
+from installer.launch.forkserver import CLIENT, PLAYBOOK, ForkServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,7 +140,7 @@ PREFORK = """
 import json, os, shlex, sys, threading
 from pathlib import Path
 import ansible_runner
-from installer.forkserver import ForkServer
+from installer.launch.forkserver import ForkServer
 
 playbook, mode = sys.argv[1], sys.argv[2]
 if mode == "threads":
@@ -182,7 +182,7 @@ def test_prefork_forks_the_server_from_the_engine_and_stop_ends_it(tmp_path: Pat
     seen = _prefork(tmp_path, "alone")
     assert seen["pid"] is not None and not seen["new_interpreter"]
     assert seen["ppid"] == seen["engine"]  # forked from the engine: no interpreter start, no second import
-    assert "installer.forkserver" in seen["cmdline"]
+    assert "installer.launch.forkserver" in seen["cmdline"]
     assert seen["same_server"]  # the first run uses it
     status, rc, out = seen["run"]
     assert (status, rc) == ("successful", 0) and "value=alone" in out

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from installer.hook_metrics import HookMetrics
-from installer.status import PHASES
+from installer.engine.hook_metrics import HookMetrics
+from installer.engine.status import PHASES
 
 
 def test_runs_failures_and_phases_are_written_once(tmp_path: Path) -> None:

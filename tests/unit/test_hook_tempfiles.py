@@ -21,15 +21,15 @@ from installer_state import DEFAULT_CC
 from installer import hook
 from installer.config import prepare
 from installer.config.secrets import SECRET_PATHS
+from installer.engine.fastpath import PATCH_ENV
+from installer.engine.fingerprint import DigestCache
+from installer.engine.plan import Action, Step, records_for
+from installer.engine.runner import PlaybookRunner, clean_run_dirs
+from installer.engine.state_codec import encode
+from installer.engine.status import Phase
 from installer.engine_settings import Settings
-from installer.fastpath import PATCH_ENV
-from installer.fingerprint import DigestCache
 from installer.modules import MODULES, switch_paths
-from installer.plan import Action, Step, records_for
-from installer.runner import PlaybookRunner, clean_run_dirs
 from installer.spec import merge, nested
-from installer.state_codec import encode
-from installer.status import Phase
 
 REPO = Path(__file__).resolve().parents[2]
 REVISION = "4242"
@@ -206,7 +206,7 @@ def test_the_next_reconcile_removes_what_a_killed_run_left(tmp_path: Path) -> No
 def test_an_edit_no_module_reads_is_stored_through_the_patch_file(settings: Settings) -> None:
     """Redis is off: its volume size is read by no module. The new spec goes to the state Secret and the status
     records the digest of what the Secret then holds, so the next event is settled from the snapshots too."""
-    from installer.state_codec import FORMAT, data_digest
+    from installer.engine.state_codec import FORMAT, data_digest
 
     spec = _spec()
     secret = _secret(settings, spec)

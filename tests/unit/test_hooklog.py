@@ -90,7 +90,7 @@ def test_values_others_wrote_are_escaped_and_cut_for_a_log_line() -> None:
 
 
 def test_unknown_purge_names_are_logged_escaped(caplog: pytest.LogCaptureFixture) -> None:
-    from installer.planning import purge_requested
+    from installer.engine.planning import purge_requested
 
     cc = {"metadata": {"annotations": {"installer.kubesphere.io/purge": "redis,x\n[error] forged\x1b[31m"}}}
     with caplog.at_level(logging.WARNING, logger="installer"):

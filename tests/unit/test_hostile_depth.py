@@ -16,10 +16,10 @@ from engine_zygote import ENGINE
 from installer_state import DEFAULT_CC
 from kubernetes import client
 
-from installer.cluster import ClusterConfigurations
 from installer.config import prepare
 from installer.config.validate import MAX_DEPTH, PARSE_DEPTH, loads_json
 from installer.hook import read_binding_context
+from installer.objects.cluster import ClusterConfigurations
 
 REPO = Path(__file__).resolve().parents[2]
 DEEP = 995  # the API server accepts it; Python's JSON decoder and PyYAML's composer do not
@@ -276,7 +276,7 @@ def test_the_default_cc_round_trips_through_the_loaders(tmp_path: Path) -> None:
 def test_the_reconcile_of_a_deep_cc_is_stalled_invalid_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the hook's full path does with the cc ``ClusterConfigurations.get`` read: Stalled with reason
     InvalidSpec, a warning Event, no module run and nothing stored (the API calls are recorded instead)."""
-    from installer import reconcile
+    from installer.engine import reconcile
     from installer.engine_settings import Settings
 
     cc = loads_json(_cc_json(f'{{"affinity": {_deep_list(DEEP)}}}'))

@@ -46,7 +46,7 @@ def test_image_env_matches_engine_settings(monkeypatch) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = Settings.from_env()
-    assert settings.playbooks_dir is None  # every module runs its generated plays (installer.plays)
+    assert settings.playbooks_dir is None  # every module runs its generated plays (installer.engine.plays)
     assert str(settings.roles_dir) == env["ANSIBLE_ROLES_PATH"] == "/opt/ks-installer/roles"
     assert str(settings.results_dir) == "/kubesphere/results"
     assert str(settings.running_file) == "/kubesphere/playbooks/kubesphere_running"  # where KubeKey reads it

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer.manifests import Manifests, Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
+from installer.objects.manifests import Manifests, Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL
 
 

@@ -140,7 +140,7 @@ def test_scheduling(rendered: dict[str, Objects]) -> None:
 
 
 def test_uninstall_deletes_the_inventory_apiservice_first() -> None:
-    from installer.manifests import stage
+    from installer.objects.manifests import stage
 
     # The APIService is of the last apply stage, which an uninstall deletes first (and waits for).
     assert stage("apiregistration.k8s.io/v1", "APIService") > stage("apps/v1", "Deployment")
@@ -150,8 +150,8 @@ def test_uninstall_deletes_the_inventory_apiservice_first() -> None:
 
 def test_an_old_helm_release_is_taken_over_not_uninstalled() -> None:
     """No role runs Helm: an old release's objects are applied over in place and the engine retires its records
-    once the module's run succeeded (installer.adoption.RELEASES), so nothing is deleted and no pod restarts."""
-    from installer.adoption import RELEASES
+    once the module's run succeeded (installer.engine.adoption.RELEASES), so nothing is deleted and no pod restarts."""
+    from installer.engine.adoption import RELEASES
     tasks = yaml.safe_load((ROLE / "tasks" / "main.yaml").read_text())
     assert not [t for t in tasks if "ansible.builtin.include_role" in t or "ansible.builtin.command" in t]
     assert not (ROLE.parent / "kubesphere-defaults" / "tasks" / "helm-releases-absent.yaml").exists()

@@ -1,11 +1,11 @@
-"""The field-level diff of ``plan --objects`` (installer.object_plan), without a cluster."""
+"""The field-level diff of ``plan --objects`` (installer.preview.object_plan), without a cluster."""
 
 from __future__ import annotations
 
 import base64
 
 from installer.ansible_tasks._record import GENERATED, GENERATED_CA
-from installer.object_plan import (
+from installer.preview.object_plan import (
     ModuleObjects,
     ObjectPlan,
     diff,
@@ -14,7 +14,7 @@ from installer.object_plan import (
     offline_plan,
     redacted_manifest,
 )
-from installer.render import Rendered
+from installer.preview.render import Rendered
 from installer.settings import APPLIED_ANNOTATION
 
 

@@ -1,4 +1,4 @@
-"""Which of the objects carrying a module's label its prune and uninstall may delete (installer.ownership)."""
+"""Which of the objects carrying a module's label its prune and uninstall may delete (installer.objects.ownership)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from installer.modules import MODULES
-from installer.ownership import MODULE_NAMESPACES, PROTECTED, why_spared
+from installer.objects.ownership import MODULE_NAMESPACES, PROTECTED, why_spared
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "parity" / "upstream"
 

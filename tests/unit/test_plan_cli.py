@@ -138,9 +138,9 @@ def test_an_external_log_store_set_later_upgrades_opensearch_and_moves_its_statu
 
 
 def test_blocked_when_a_required_module_is_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    import installer.plan as plan_mod
+    import installer.engine.plan as plan_mod
+    from installer.engine.plan import Action, build_plan
     from installer.modules import MODULES, Module
-    from installer.plan import Action, build_plan
 
     # alerting requires monitoring, which the registry always enables: switch it off for this case.
     fake = tuple(Module("monitoring", lambda s: False, m.inputs) if m.name == "monitoring" else m for m in MODULES)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from installer_state import DEFAULT_CC
 
 from installer.config import apply_defaults
-from installer.fingerprint import inputs_of, module_hash
+from installer.engine.fingerprint import inputs_of, module_hash
+from installer.engine.plan import Action, build_plan
+from installer.engine.records import Intent, Record
 from installer.modules import get_module
-from installer.plan import Action, build_plan
-from installer.records import Intent, Record
 
 
 def files(_: object) -> str:
@@ -98,7 +98,7 @@ def test_a_later_admin_password_change_runs_nothing_and_says_why() -> None:
 
 def test_cluster_role_transitions_are_checked_against_what_was_applied() -> None:
     from installer.config import prepare
-    from installer.plan import applied_spec
+    from installer.engine.plan import applied_spec
 
     auth = {**DEFAULT_CC["spec"]["authentication"], "jwtSecret": "shared-with-the-host"}
     member = _spec(multicluster={"clusterRole": "member"}, authentication=auth)
@@ -128,7 +128,7 @@ def test_a_derived_module_goes_with_its_last_consumer_only() -> None:
 
 
 def test_devops_without_an_external_s3_installs_openldap_and_minio_first() -> None:
-    from installer.plan import run_order
+    from installer.engine.plan import run_order
 
     records = {name: _installed(name, _spec()) for name in ("preinstall", "ks-core", "ks-config", "monitoring")}
     plan = build_plan(_spec(devops={"enabled": True}), records, files)

@@ -1,5 +1,5 @@
-"""The decision behind a generated credential's Secret (installer.random_secret.planned_secret), which the run and
-``plan --objects`` share: created once, a missing key added, labels set, a found value kept or refused."""
+"""The decision behind a generated credential's Secret (installer.objects.random_secret.planned_secret), which the run
+and ``plan --objects`` share: created once, a missing key added, labels set, a found value kept or refused."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from installer.credentials import Refused
-from installer.random_secret import planned_secret
+from installer.objects.credentials import Refused
+from installer.objects.random_secret import planned_secret
 from installer.settings import MANAGED_BY, MODULE_LABEL
 
 

@@ -12,7 +12,7 @@ import yaml
 from role_harness import Objects, filter_plugins, find, keys, pod, render_scenarios
 
 from installer.config.defaults import apply_defaults
-from installer.random_secret import random_letters
+from installer.objects.random_secret import random_letters
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "redis"

@@ -14,14 +14,14 @@ import pytest
 from installer_state import DEFAULT_CC
 
 from installer.config import prepare
-from installer.hook_metrics import HookMetrics
+from installer.engine.hook_metrics import HookMetrics
+from installer.engine.plan import Action, Plan, Step
+from installer.engine.records import Record
+from installer.engine.run_report import RunReport
+from installer.engine.runner import RunOutcome
+from installer.engine.status import StatusWriter
 from installer.modules import MODULES
-from installer.plan import Action, Plan, Step
-from installer.records import Record
-from installer.run_report import RunReport
-from installer.runner import RunOutcome
 from installer.spec import merge
-from installer.status import StatusWriter
 
 
 class Sink:
@@ -260,7 +260,7 @@ def test_ready_is_true_only_for_the_generation_the_cc_still_has(tmp_path: Path) 
 
 
 def test_an_edit_not_reconciled_turns_a_true_ready_unknown() -> None:
-    from installer.status import unreconciled
+    from installer.engine.status import unreconciled
 
     ready = {"type": "Ready", "status": "True", "reason": "Installed", "message": "4 modules installed",
              "observedGeneration": 3, "lastTransitionTime": "2026-01-01T00:00:00Z"}

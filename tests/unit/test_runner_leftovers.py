@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from installer.runner import end_leftovers
+from installer.engine.runner import end_leftovers
 
 
 def test_leftovers_of_a_run_are_ended_and_others_left_alone() -> None:

@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from installer import state_codec
-from installer.state_codec import FORMAT, StateTooNew, StateUnreadable, encode, parse, upgraded
+from installer.engine import state_codec
+from installer.engine.state_codec import FORMAT, StateTooNew, StateUnreadable, encode, parse, upgraded
 
 REF = "Secret kubesphere-system/ks-installer-state"
 RECORD = {"module": "redis", "hash": "h1", "inputs": {"common.redis.enabled": True}}

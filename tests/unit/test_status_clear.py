@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from installer.status import StatusWriter
+from installer.engine.status import StatusWriter
 
 
 class Sink:

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from installer import status_view
+from installer.engine import status_view
 
 NOW = dt.datetime(2026, 11, 24, 2, 0, 0, tzinfo=dt.UTC)
 

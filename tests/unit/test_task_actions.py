@@ -15,7 +15,7 @@ import yaml
 
 from installer import yaml_c
 from installer.ansible_tasks import argument_spec, task, task_names
-from installer.runner import TASKS_DIR, ansible_environment
+from installer.engine.runner import TASKS_DIR, ansible_environment
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = task_names()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from installer import timeline
 from installer.cli import main
-from installer.runner import _Progress
+from installer.engine import timeline
+from installer.engine.runner import _Progress
 
 
 def _event(kind: str, created: str, **data: object) -> dict:

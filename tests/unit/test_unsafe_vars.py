@@ -14,9 +14,9 @@ import yaml
 from ansible._internal._datatag._tags import TrustedAsTemplate
 from ansible.parsing.dataloader import DataLoader
 
+from installer.engine.plan import Action, Step
+from installer.engine.runner import EXTRAVARS, PlaybookRunner, write_extravars
 from installer.engine_settings import Settings
-from installer.plan import Action, Step
-from installer.runner import EXTRAVARS, PlaybookRunner, write_extravars
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "telemetry"

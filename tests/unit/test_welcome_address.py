@@ -6,7 +6,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from installer.welcome import first_internal_ip
+from installer.engine.welcome import first_internal_ip
 
 
 class PagedNodes:

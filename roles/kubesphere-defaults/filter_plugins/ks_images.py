@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.images import ks_image_refs
+from installer.objects.images import ks_image_refs
 
 
 class FilterModule:

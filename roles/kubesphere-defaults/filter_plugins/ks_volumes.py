@@ -1,10 +1,10 @@
-"""Jinja filter ``ks_live_claim``: the size and StorageClass of an existing volume (installer.claims)."""
+"""Jinja filter ``ks_live_claim``: the size and StorageClass of an existing volume (installer.objects.claims)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from installer.claims import live_claim
+from installer.objects.claims import live_claim
 
 
 class FilterModule:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from installer.claims import live_claim
+from installer.objects.claims import live_claim
 
 
 def ks_opensearch_live_claims(results: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from installer.credentials import password_missing
+from installer.objects.credentials import password_missing
 from installer.settings import MODULE_LABEL
 
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",

@@ -1,0 +1,222 @@
+"""A module's fingerprint: what it was (or will be) installed from.
+
+hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs). The code is its install
+play (installer.engine.plays: built from its role, or the file that replaces it), the roles that play uses (with their
+meta dependencies and filter plugins), the installer's ``ks_*`` tasks those roles call (``installer/ansible_tasks``) and
+the engine files those import (followed transitively: the Ansible side).
+Equal hashes mean re-running the module would change nothing; a change to a file re-runs exactly the modules that
+execute it, and an installer upgrade that changes none of them (the engine alone, or only its version) runs none.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from installer import yaml_c
+from installer.engine.plays import file_name, play_text, plays_of
+from installer.modules import Module
+from installer.spec import Spec, get
+
+ENGINE_PACKAGE = "installer"
+ENGINE_DIR = Path(__file__).resolve().parents[1]
+TASKS_PACKAGE = "ansible_tasks"
+_INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role")
+
+
+def _load(path: Path) -> Any:
+    return yaml_c.load(path.read_text())
+
+
+def inputs_of(module: Module, spec: Spec) -> dict[str, Any]:
+    """The module's input values, keyed by dotted path (missing paths are ``None``)."""
+    return {path: get(spec, path) for path in module.all_inputs}
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _role_refs(items: Any) -> set[str]:
+    """Role names referenced by plays, tasks (include/import_role) and meta dependencies."""
+    found: set[str] = set()
+    if isinstance(items, list):
+        for item in items:
+            found |= _role_refs(item)
+    elif isinstance(items, dict):
+        for key, value in items.items():
+            if key in ("roles", "dependencies") and isinstance(value, list):
+                found |= {r if isinstance(r, str) else r.get("role") or r.get("name") for r in value}
+            elif key in _INCLUDE_ROLE and isinstance(value, dict):
+                found.add(value["name"])
+            else:
+                found |= _role_refs(value)
+    return {r for r in found if r}
+
+
+def roles_used(plays: Any, roles_dir: Path) -> list[str]:
+    """Every role the plays need, following role task files and meta dependencies."""
+    todo = _role_refs(plays)
+    seen: set[str] = set()
+    while todo:
+        role = todo.pop()
+        seen.add(role)
+        for f in sorted((roles_dir / role).glob("*/*.y*ml")):
+            if f.parent.name in ("tasks", "meta", "handlers"):
+                todo |= _role_refs(_load(f)) - seen
+    return sorted(seen)
+
+
+def _yaml_keys(node: Any) -> Iterator[str]:
+    if isinstance(node, list):
+        for item in node:
+            yield from _yaml_keys(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield str(key)
+            yield from _yaml_keys(value)
+
+
+def _task_files(roles: list[Path]) -> list[Path]:
+    return [f for r in roles for f in sorted(r.glob("*/*.y*ml")) if f.parent.name in ("tasks", "handlers")]
+
+
+def tasks_used(plays: Any, roles: list[Path], tasks_dir: Path) -> list[Path]:
+    """The files of the installer's ``ks_*`` tasks that the plays call."""
+    available = {p.stem: p for p in tasks_dir.glob("ks_*.py")}
+    keys = set(_yaml_keys(plays)) | {k for f in _task_files(roles) for k in _yaml_keys(_load(f))}
+    return [available[k] for k in sorted(keys & available.keys())]
+
+
+def _imports(source: Path) -> set[str]:
+    """Dotted names of the engine modules ``source`` imports."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return {n for n in names if n == ENGINE_PACKAGE or n.startswith(ENGINE_PACKAGE + ".")}
+
+
+def _engine_file(name: str, engine_dir: Path) -> list[Path]:
+    """The files that importing dotted ``name`` executes: each package's ``__init__`` and the module."""
+    parts = name.split(".")[1:]
+    out = [engine_dir / "__init__.py"]
+    for i in range(1, len(parts) + 1):
+        base = engine_dir.joinpath(*parts[:i])
+        out += [p for p in (base / "__init__.py", base.with_suffix(".py")) if p.is_file()]
+    return out
+
+
+def engine_code(sources: list[Path], engine_dir: Path = ENGINE_DIR) -> list[Path]:
+    """Every engine file that ``sources`` import, directly or through each other."""
+    seen: set[Path] = set()
+    todo = list(sources)
+    while todo:
+        for name in _imports(todo.pop()):
+            for f in _engine_file(name, engine_dir):
+                if f not in seen:
+                    seen.add(f)
+                    todo.append(f)
+    return sorted(seen)
+
+
+def _digest_paths(paths: list[Path], play: tuple[str, str] | None = None) -> str:
+    """Digest of the files under ``paths``, each named by its root's name, after ``play`` (file name, text)."""
+    h = hashlib.sha256()
+    if play is not None:
+        h.update(f"{play[0]}/".encode())
+        h.update(b"\0")
+        h.update(play[1].encode())
+    for root in paths:
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for f in files:
+            if not f.exists() or "__pycache__" in f.parts:
+                continue
+            h.update(f"{root.name}/{f.relative_to(root) if f != root else ''}".encode())
+            h.update(b"\0")
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def code_files(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+               plays_dir: Path | None = None) -> list[Path]:
+    """The files the module's install play runs: roles, the ``ks_*`` tasks they call and the engine code those
+    import (``plays_dir``: see installer.engine.plays)."""
+    plays = plays_of(module, plays_dir=plays_dir)
+    roles = [roles_dir / r for r in roles_used(plays, roles_dir)]
+    tasks = tasks_used(plays, roles, engine_dir / TASKS_PACKAGE)
+    plugins = [p for r in roles for p in sorted(r.rglob("*.py"))]
+    return [*roles, *tasks, *engine_code(tasks + plugins, engine_dir)]
+
+
+@cache
+def files_digest(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+                 plays_dir: Path | None = None) -> str:
+    """Digest of the module's install play and its :func:`code_files`."""
+    play = (file_name(module), play_text(module, plays_dir=plays_dir))
+    return _digest_paths(code_files(module, roles_dir, engine_dir, plays_dir), play)
+
+
+class DigestCache:
+    """:func:`files_digest` per module, kept in a file and reused while no file under the roles, the engine or the
+    plays that replace generated ones changed (same paths, sizes and modification times): hashing
+    parses every role and engine import, which a reconcile with nothing to do should not pay for."""
+
+    def __init__(self, path: Path | None, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
+                 plays_dir: Path | None = None) -> None:
+        self.path, self.dirs, self.plays_dir = path, (roles_dir, engine_dir), plays_dir
+        self._signature: str | None = None
+        self._digests: dict[str, str] | None = None
+
+    def signature(self) -> str:
+        if self._signature is None:
+            h = hashlib.sha256()
+            for root in (*self.dirs, *([self.plays_dir] if self.plays_dir is not None else [])):
+                for f in sorted(p for p in root.rglob("*") if "__pycache__" not in p.parts):
+                    st = f.stat()
+                    h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            self._signature = h.hexdigest()
+        return self._signature
+
+    def _load(self) -> dict[str, str]:
+        if self._digests is None:
+            self._digests = {}
+            if self.path is not None:
+                try:
+                    saved = json.loads(self.path.read_text())
+                    if saved.get("signature") == self.signature():
+                        self._digests = dict(saved.get("digests") or {})
+                except (OSError, ValueError, AttributeError):
+                    pass
+        return self._digests
+
+    def __call__(self, module: Module) -> str:
+        digests = self._load()
+        if module.name not in digests:
+            digests[module.name] = files_digest(module, *self.dirs, plays_dir=self.plays_dir)
+            self._save()
+        return digests[module.name]
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"signature": self.signature(), "digests": self._digests}))
+            tmp.replace(self.path)
+        except OSError:
+            pass  # a cache: computing again next time is fine
+
+
+def module_hash(module: Module, inputs: dict[str, Any], files: str) -> str:
+    payload = canonical({"module": module.name, "inputs": inputs, "files": files})
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

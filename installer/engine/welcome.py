@@ -1,0 +1,188 @@
+"""The result step: once the console's modules are installed, wait for it, then print the welcome box.
+
+The box goes to the log and to ``<base>/playbooks/kubesphere_running`` (KubeKey polls that file, CI greps
+the log for ``Welcome to KubeSphere``). The admin password is shown only when it is the documented
+default; otherwise the box says where to read it, so no secret reaches the log.
+
+The file follows upstream v3.4.1, where result-info.yaml renders it at the very end of a run: the wait for the
+console starts as soon as the console's modules are in, but the file is written (replaced whole, never empty or
+absent meanwhile) only once every module of the run has ended, and only if each enabled module of upstream's core
+phase (``Module.core_phase``) is installed; a failed pluggable module does not keep it back. Nothing removes it but
+``uninstall --all``; a new pod starts without it, as upstream's container does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from installer.objects.core_secret import DEFAULT_PASSWORD
+from installer.objects.manifests import WaitStopped, api_reason, deployment_ref, wait_ready
+from installer.settings import NAMESPACE
+
+log = logging.getLogger("installer")
+CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
+RULE = "#" * 53
+
+
+class ConsoleNotReady(RuntimeError):
+    pass
+
+
+def wait_for_console(api: client.ApiClient, timeout: float, stop: threading.Event | None = None) -> None:
+    """Wait for ks-apiserver and ks-console; ConsoleNotReady after ``timeout``, WaitStopped once ``stop`` is set."""
+    try:
+        wait_ready(DynamicClient(api), [deployment_ref(n, NAMESPACE) for n in CONSOLE_DEPLOYMENTS], timeout, stop)
+    except TimeoutError as exc:
+        raise ConsoleNotReady(str(exc)) from exc
+
+
+def console_address(api: client.ApiClient) -> str:
+    core = client.CoreV1Api(api)
+    svc = core.read_namespaced_service("ks-console", NAMESPACE)
+    port = next((p.node_port for p in svc.spec.ports if p.node_port), None)
+    ip = first_internal_ip(core)
+    if port and ip:
+        return f"http://{ip}:{port}"
+    return f"http://{svc.spec.cluster_ip}:{svc.spec.ports[0].port} (service ks-console, type {svc.spec.type})"
+
+
+def first_internal_ip(core: client.CoreV1Api, page: int = 20) -> str | None:
+    """The InternalIP of the first node, by name, that has one: the API lists nodes in name order, read a page at a
+    time as plain JSON (not every node of a large cluster as models)."""
+    token = None
+    while True:
+        items = json.loads(core.list_node(limit=page, _continue=token, _preload_content=False).data)
+        for node in items.get("items") or []:
+            for address in (node.get("status") or {}).get("addresses") or []:
+                if address.get("type") == "InternalIP":
+                    return str(address["address"])
+        token = (items.get("metadata") or {}).get("continue")
+        if not token:
+            return None
+
+
+def password_line(api: client.ApiClient) -> str:
+    try:
+        data = client.CoreV1Api(api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data or {}
+    except ApiException:
+        data = {}
+    raw = data.get("initAdminPassword")
+    if raw is None or base64.b64decode(raw).decode() == DEFAULT_PASSWORD:
+        return f"Password: {DEFAULT_PASSWORD}"
+    return "Password: the initAdminPassword key of Secret kubesphere-system/kubesphere-secret"
+
+
+def render(address: str, password: str, now: str) -> str:
+    return "\n".join([
+        RULE,
+        "###              Welcome to KubeSphere!           ###",
+        RULE,
+        "",
+        f"Console: {address}",
+        "Account: admin",
+        password,
+        "",
+        "NOTES：",  # noqa: RUF001 - upstream text, byte for byte
+        "  1. After you log into the console, please check the",
+        "     monitoring status of service components in",
+        '     "Cluster Management". If any service is not',
+        "     ready, please wait patiently until all components",
+        "     are up and running.",
+        "  2. Please change the default password after login.",
+        "",
+        RULE,
+        f"https://kubesphere.io             {now}",
+        RULE,
+        "",
+    ])
+
+
+def write_welcome(api: client.ApiClient, running_file: Path, announce: bool = True) -> str:
+    """Write ``kubesphere_running`` (replaced whole: a reader finds the old text or the new one, never an empty or
+    missing file) and (when ``announce``) log the box; return the text."""
+    text = render(console_address(api), password_line(api), time.strftime("%Y-%m-%d %H:%M:%S"))
+    running_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = running_file.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(running_file)
+    if announce:
+        for line in text.splitlines():
+            log.info("%s", line)
+    return text
+
+
+class WelcomeStep:
+    """The result step of a reconcile, in its own thread: started once every console module is installed and
+    none is still to run; ``report(ready, message)`` receives what it found as soon as it knows (nothing when
+    stopped meanwhile). The file waits for :meth:`settle` (every module of the run has ended) and is written
+    only if ``missing()`` (the enabled ``core_phase`` modules not installed) is empty then."""
+
+    def __init__(self, api: client.ApiClient, running_file: Path, timeout: float, stop: threading.Event,
+                 report: Callable[[bool, str], None], missing: Callable[[], list[str]] = list) -> None:
+        self.api, self.running_file, self.timeout, self.stop, self.report = api, running_file, timeout, stop, report
+        self.missing = missing
+        self.thread: threading.Thread | None = None
+        self._settled = threading.Event()
+        self._write = True
+
+    def settle(self, write: bool = True) -> None:
+        """Every module of the run has ended (``write=False``: the run broke off; leave the file as it is)."""
+        self._write = write
+        self._settled.set()
+
+    def _may_write(self) -> bool:
+        """Wait for :meth:`settle`; whether the file is to be written then."""
+        while not self._settled.wait(0.5):
+            if self.stop.is_set():
+                log.info("Not writing kubesphere_running: the installer is stopping")
+                return False
+        if not self._write or self.stop.is_set():
+            return False
+        if missing := self.missing():
+            log.info("Not writing kubesphere_running: %s not installed (upstream stops before its result step)",
+                     ", ".join(missing))
+            return False
+        return True
+
+    @property
+    def started(self) -> bool:
+        return self.thread is not None
+
+    def start(self, announce: bool) -> None:
+        """Wait for the console in the background; ``announce`` logs the box (it carries the initial password:
+        shown when the console first comes up and after a version change; later runs only refresh the file)."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, args=(announce,), name="welcome")
+            self.thread.start()
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def _run(self, announce: bool) -> None:
+        """ConsoleReady as soon as the console is; the file and the box once the run has settled."""
+        try:
+            wait_for_console(self.api, self.timeout, self.stop)
+        except WaitStopped:
+            log.info("Stopped waiting for the console: the installer is stopping; the next start waits again")
+            return
+        except (ConsoleNotReady, ApiException) as exc:
+            self.report(False, str(exc))
+            return
+        self.report(True, "ks-apiserver and ks-console are Available")
+        if not self._may_write():
+            return
+        try:
+            write_welcome(self.api, self.running_file, announce)
+        except ApiException as exc:
+            log.error("Failed to write kubesphere_running: %s", api_reason(exc))
