@@ -19,6 +19,7 @@ from installer.config import prepare
 from installer.engine.runner import run_variables
 from installer.modules import switch_paths
 from installer.objects.cluster import cluster_facts
+from installer.objects.manifests import KEPT_ON_UNINSTALL
 from installer.preview.object_plan import GENERATED, offline_plan
 from installer.preview.render import WORLD, render_modules
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
@@ -79,8 +80,11 @@ def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Pat
         problems[module] = [f"applied, not recorded: {'/'.join(r[1:])}" for r in sorted(applied - inventory)]
         # ks_core_secret records the admin User it creates once (the render lists it as a change, not a manifest).
         generated = {("iam.kubesphere.io/v1alpha2", "User", "", "admin")}
+        # What the deletion policy kept when the module stopped rendering it (a volume: grafana's after
+        # monitoring.grafana went off) stays in the record, rendered or not.
+        kept = {r for r in inventory if r[1] in KEPT_ON_UNINSTALL}
         problems[module] += [f"recorded, not rendered: {'/'.join(r[1:])}"
-                             for r in sorted(inventory - {ref_of(m) for m in owned} - generated)]
+                             for r in sorted(inventory - {ref_of(m) for m in owned} - generated - kept)]
     prepared = prepare(spec, None, switch_paths())
     variables = run_variables(prepared.spec, cluster_facts(api))
     if not digests:

@@ -53,7 +53,10 @@ def test_rerendering_every_platform_module_changes_nothing(installer: Installer)
     assert rc == 0, f"{out[-3000:]}\n{err[-3000:]}"
     plan = json.loads(out)
     assert sorted(m["module"] for m in plan["modules"]) == sorted(PLATFORM)
-    assert all(o["action"] == "unchanged" for m in plan["modules"] for o in m["objects"])
+    # Nothing but what is: unchanged objects, and volumes an earlier test's module kept when it stopped rendering
+    # them (grafana's, after an all-modules install went back to the platform) listed as kept.
+    actions = {(o["action"], o["object"].split("/")[0]) for m in plan["modules"] for o in m["objects"]}
+    assert actions <= {("unchanged", kind) for _, kind in actions} | {("kept", "PersistentVolumeClaim")}, actions
     # A no-op edit (the spec written again with a comment-only difference: the same values) changes nothing.
     installer.apply_cc()
     rc, out, err, _ = plan_objects(installer)
