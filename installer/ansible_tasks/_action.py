@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import io
 import json
 import os
@@ -26,7 +25,7 @@ from ansible.module_utils.errors import UnsupportedError
 from ansible.plugins.action import ActionBase
 from kubernetes.config import kube_config
 
-from installer.ansible_tasks import TaskFailed
+from installer.ansible_tasks import TaskFailed, task
 from installer.ansible_tasks._record import record, recording
 
 #: The serialization profile of the installer's (old-style Python) modules.
@@ -131,5 +130,5 @@ class TaskAction(ActionBase):
 @functools.cache
 def action_module(name: str) -> type[TaskAction]:
     """The action plugin class of task ``name`` (``installer.ansible_tasks.<name>``)."""
-    task = importlib.import_module(f"installer.ansible_tasks.{name}")
-    return type("ActionModule", (TaskAction,), {"task": task, "__module__": task.__name__})
+    module = task(name)
+    return type("ActionModule", (TaskAction,), {"task": module, "__module__": module.__name__})

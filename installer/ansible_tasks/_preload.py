@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
 import os
 import signal
 import sys
 
-from installer.ansible_tasks import task_names
+from installer.ansible_tasks import task, task_names
 from installer.objects.kube import ApiUnavailable, api_client
 
 PR_SET_PDEATHSIG = 1
@@ -38,7 +37,7 @@ def import_tasks(base: bool = True) -> list[str]:
     modules under their action plugins' names; the tasks' names."""
     names = task_names()
     for name in ["_action", *names] if base else names:
-        module = importlib.import_module(f"installer.ansible_tasks.{name}")
+        module = task(name)
         if base and name != "_action":
             sys.modules.setdefault(f"{ACTION_PLUGINS_PACKAGE}.{name}", module)
     return names

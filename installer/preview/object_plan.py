@@ -16,13 +16,13 @@ from __future__ import annotations
 import base64
 import copy
 import difflib
-import importlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from installer.ansible_tasks import generators, preview_params
+from installer.ansible_tasks import task as task_module
 from installer.ansible_tasks._record import GENERATED, GENERATED_CA
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
 from installer.engine.adoption import releases_to_retire
@@ -292,7 +292,7 @@ def task_changes(run: Rendered, api: Any, groups: Iterable[tuple[str, ...]] | No
     out: list[Change] = []
     for names in groups if groups is not None else previewed():
         for call in run.calls_of(*names):
-            task = importlib.import_module(f"installer.ansible_tasks.{call['module']}")
+            task = task_module(call["module"])
             out += task.preview(call["args"], api, call.get("result"))
     return out
 
@@ -451,7 +451,7 @@ def generated_refs(run: Rendered) -> list[Any]:
     """The objects the run's generator tasks make or keep (each task's ``generated()``, as its run records them)."""
     out: list[Any] = []
     for call in run.calls_of(*generators()):
-        task = importlib.import_module(f"installer.ansible_tasks.{call['module']}")
+        task = task_module(call["module"])
         out += task.generated(preview_params(task.ARGUMENT_SPEC, call["args"]))
     return out
 

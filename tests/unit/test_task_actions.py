@@ -125,7 +125,12 @@ def test_tasks_run_in_the_worker_with_the_results_of_their_modules(tmp_path: Pat
         (library / f"{name}.py").write_text(MODULE.format(name=name))
 
     # With the installer's plugin settings, as the engine runs a play; then each task as an Ansible module.
-    in_worker, shown = _run(actions, tmp_path / "actions.json", {**env, **ansible_environment(tmp_path)})
+    # A KS_CAPTURE_DIR left in the engine's own environment does not make a run record instead of doing.
+    capture = tmp_path / "capture"
+    capture.mkdir()
+    in_worker, shown = _run(actions, tmp_path / "actions.json",
+                            {**env, "KS_CAPTURE_DIR": str(capture), **ansible_environment(tmp_path)})
+    assert not list(capture.iterdir())
     as_modules, modules_shown = _run(modules, tmp_path / "modules.json", {**env, "ANSIBLE_LIBRARY": str(library)})
 
     assert not re.findall(r"Using module file \S*/ks_\w+\.py", shown), "a ks_* task ran as a module"
