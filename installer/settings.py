@@ -19,6 +19,10 @@ PURGE_ANNOTATION = "installer.kubesphere.io/purge"
 """Modules (comma-separated, or ``all``) whose next uninstall also removes their PVCs and CRDs."""
 #: On every object the installer applies: the digest of the manifest it applied last.
 APPLIED_ANNOTATION = "installer.kubesphere.io/applied"
+#: A user's opt-out on one object, as Flux's ``kustomize.toolkit.fluxcd.io/ssa``: ``IfNotPresent`` (or ``Ignore``)
+#: leaves an object that exists as it is (created when absent; still deleted by its module's uninstall).
+SSA_ANNOTATION = "installer.kubesphere.io/ssa"
+SSA_OPT_OUTS = ("IfNotPresent", "Ignore")
 #: The Stalled reason of a host -> none/member change refused while member clusters are joined: the spec is fine,
 #: the cluster is not yet, so the schedule binding checks again every minute.
 MEMBERS_JOINED = "MembersJoined"

@@ -1,19 +1,23 @@
-"""Drift: objects a module applied that are gone, or that someone else changed since.
+"""Drift: objects a module applied that are gone, replaced, or that someone changed where only the installer decides.
 
 Cheap by design: one label-selector list per kind across all modules, compared with the inventories in the
-state store. No playbook runs; only the modules with drift are re-applied.
+state store. No playbook runs; only the modules with drift are re-applied. What counts comes from what the API server
+wrote, never from a manager's name or an entry's time (whoever writes an object can set both):
 
-For the kinds whose foreign fields the apply removes (installer.objects.foreign), an object drifted when a writer other
-than the installer's apply owns a field only the installer may own: someone changed a field it renders (the
-write moves the field to them) or added one (a sidecar, an env variable, a webhook). That reads the object's field
-sets only, never a manager's name or an entry's time, which whoever writes the object can forge. The repair's
-apply takes those fields over and removes them, so the next check finds nothing. Other kinds keep the rule by
-time: a manager other than Kubernetes' own wrote after the module's last run.
+- **missing**: the object is gone (or lost the module's label);
+- **replaced**: its UID is not the one the installer's write returned (someone deleted it and made their own);
+- **denied content**: another writer added what only the installer may add there (installer.objects.foreign's
+  deny-list: a container, a volume, a webhook item, an RBAC rule, a Service port);
+- **changed**: the installer's own fields on it no longer hold what its last write left (the guard digest recorded
+  then): someone took one of its fields, or wrote a value under its name. Fields controllers rewrite as their job
+  (a webhook's failurePolicy, a caBundle, replicas) are left to them until the module's next run.
+
+Fields the render does not set (a label, an annotation, a finalizer, ``imagePullSecrets``) are other writers' and
+are never drift. A record kept before UIDs were recorded is checked for missing objects and denied content only.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from typing import Any
 
@@ -21,11 +25,20 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from installer.engine.records import Record
+from installer.engine.records import Record, object_key
 from installer.escape import escaped
-from installer.objects.foreign import TAKEN_OVER_KINDS, clean, foreign_paths, installer_paths, tops
-from installer.objects.manifests import Ref
-from installer.settings import FIELD_MANAGER, MODULE_LABEL
+from installer.objects.foreign import (
+    TAKEN_OVER_KINDS,
+    clean,
+    foreign_paths,
+    installer_paths,
+    is_ours,
+    leaves,
+    tolerated,
+    tops,
+)
+from installer.objects.manifests import METADATA_LISTED, Ref, facts_of, opted_out
+from installer.settings import MODULE_LABEL
 
 
 def _describe(ref: Ref) -> str:
@@ -33,31 +46,8 @@ def _describe(ref: Ref) -> str:
     return f"{kind}/{namespace + '/' if namespace else ''}{name}"
 
 
-def _time(entry: dict[str, Any]) -> dt.datetime:
-    return dt.datetime.fromisoformat(str(entry.get("time") or "1970-01-01T00:00:00Z").replace("Z", "+00:00"))
-
-
-#: Kubernetes' own components (their manager names may carry a version suffix), which write metadata of their
-#: own; the installer's helpers use managers named ``ks-installer-<purpose>``.
-SYSTEM_MANAGERS = ("kube-controller-manager", "kube-scheduler", "kube-apiserver", "kubelet")
-
-
-def foreign_editor(item: Any, since: dt.datetime) -> str | None:
-    """The field manager that wrote the object (not its status) after ``since``, the end of the module's last
-    successful run: a person or another tool, not the installer or Kubernetes itself. A repair run moves
-    ``since``, so an edit the installer does not own (an extra label) is re-applied over once, not forever."""
-    for entry in item.metadata.get("managedFields") or []:
-        entry = dict(entry)
-        manager = str(entry.get("manager") or "")
-        if manager.startswith((FIELD_MANAGER, *SYSTEM_MANAGERS)) or entry.get("subresource"):
-            continue
-        if _time(entry) > since:
-            return escaped(entry.get("manager") or "unknown", 128)
-    return None
-
-
 def foreign_fields(item: Any, kind: str) -> str | None:
-    """``manager: paths`` of the fields other writers own on an object of the kinds the apply cleans, or None."""
+    """``manager: paths`` of the denied content other writers own on an object, or None."""
     entries = item.to_dict()["metadata"].get("managedFields") or []
     if clean(kind, entries):
         return None
@@ -65,6 +55,19 @@ def foreign_fields(item: Any, kind: str) -> str | None:
     found = [f"{escaped(str(e.get('manager') or 'unknown'), 128)}: {', '.join(tops(paths))}"
              for e in entries if (paths := foreign_paths(kind, e, ours=ours))]
     return "; ".join(found) or "the installer's own apply entry is missing"
+
+
+def writers(obj: dict[str, Any]) -> str:
+    """``manager: paths`` of every other writer of an object (status and the fields controllers rewrite aside): who
+    may have taken the installer's fields."""
+    found = []
+    for entry in obj["metadata"].get("managedFields") or []:
+        if is_ours(entry) or entry.get("subresource"):
+            continue
+        paths = [p for p in leaves(entry.get("fieldsV1") or {}) if p[0] != "f:status" and not tolerated(p)]
+        if paths:
+            found.append(f"{escaped(str(entry.get('manager') or 'unknown'), 128)}: {', '.join(tops(paths))}")
+    return "; ".join(found) or "the installer's own field manager"
 
 
 def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: bool = False) -> dict[str, list[str]]:
@@ -87,11 +90,14 @@ def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: 
             item = live.get(key)
             if item is None or (item.metadata.labels or {}).get(MODULE_LABEL) != module:
                 drift[module].append(f"{_describe(ref)} missing")
-            elif missing_only:
                 continue
-            elif kind in TAKEN_OVER_KINDS:
-                if (fields := foreign_fields(item, kind)) is not None:
-                    drift[module].append(f"{_describe(ref)} changed by {fields}")
-            elif editor := foreign_editor(item, _time({"time": records[module].applied_at})):
-                drift[module].append(f"{_describe(ref)} changed by {editor}")
+            known = records[module].objects.get(object_key(ref))
+            if known is not None and item.metadata.uid != known[0]:
+                drift[module].append(f"{_describe(ref)} replaced by an object the installer did not make")
+            elif missing_only or opted_out(item.to_dict()["metadata"]):
+                continue  # (an object a user opted out is left to them: installer.objects.manifests.opted_out)
+            elif kind in TAKEN_OVER_KINDS and (fields := foreign_fields(item, kind)) is not None:
+                drift[module].append(f"{_describe(ref)} changed by {fields}")
+            elif known is not None and facts_of(obj := item.to_dict(), kind in METADATA_LISTED)[1] != known[1]:
+                drift[module].append(f"{_describe(ref)} changed by {writers(obj)}")
     return dict(drift)

@@ -133,12 +133,13 @@ class ModuleRuns(Events):
     def finished(self, step: Step, outcome: RunOutcome) -> None:
         self.outcomes[step.module] = outcome
         if not outcome.ok:
-            self._intend(step, "interrupted" if outcome.interrupted else "failed", outcome.inventory)
+            self._intend(step, "interrupted" if outcome.interrupted else "failed", outcome.inventory, outcome.objects)
         elif step.action == Action.UNINSTALL:
             self.store.forget(step.module)
             self.records.pop(step.module, None)
         else:
-            record = Record(step.module, step.hash, step.inputs, now_rfc3339(), INSTALLER_VERSION, outcome.inventory)
+            record = Record(step.module, step.hash, step.inputs, now_rfc3339(), INSTALLER_VERSION, outcome.inventory,
+                            objects=dict(outcome.objects))
             self.store.save(record)
             self.records[step.module] = record
             self.takeover.after(step.module)  # the original's Helm releases it took over are retired
@@ -160,14 +161,16 @@ class ModuleRuns(Events):
     def tick(self) -> None:
         self.report.tick()
 
-    def _intend(self, step: Step, outcome: str, applied: tuple[tuple[str, str, str, str], ...] = ()) -> None:
+    def _intend(self, step: Step, outcome: str, applied: tuple[tuple[str, str, str, str], ...] = (),
+                objects: dict[str, tuple[str, str]] | None = None) -> None:
         """Record that the module's run started (or how it ended without success): until a success clears it,
         the next reconcile treats the module as possibly half-applied. What a failed run ``applied`` joins the
         recorded inventory."""
         record = self.records.get(step.module) or Record(step.module, None, {})
         started = record.intent.started_at if record.intent and outcome != "running" else now_rfc3339()
         inventory = tuple(sorted(set(record.inventory) | set(applied)))
-        record = replace(record, intent=Intent(step.action.value, step.hash, started, outcome), inventory=inventory)
+        record = replace(record, intent=Intent(step.action.value, step.hash, started, outcome), inventory=inventory,
+                         objects={**record.objects, **(objects or {})})
         self.store.save(record)
         self.records[step.module] = record
 
@@ -176,6 +179,11 @@ class ModuleRuns(Events):
         applied."""
         record = self.records.get(module)
         return record.inventory if record is not None else ()
+
+    def facts(self, module: str) -> dict[str, tuple[str, str]]:
+        """The module's recorded objects: the UIDs it owns and what it left on them (Record.objects)."""
+        record = self.records.get(module)
+        return record.objects if record is not None else {}
 
     def maybe_welcome(self) -> None:
         """Start the welcome step once every console module is installed and none is still to run."""
@@ -274,7 +282,7 @@ class Reconciler:
             report.running()
             variables = run_variables(spec, cluster_facts(self.api))
             runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started,
-                                    inventories=runs.inventory, api=self.api)
+                                    inventories=runs.inventory, api=self.api, facts=runs.facts)
             try:
                 execute(plan, runner.run, runs, self.settings.max_parallel, self.stopping)
             except BaseException:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import asdict, dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 ACTIONS = ("install", "upgrade", "uninstall")
@@ -40,6 +41,9 @@ class Record:
     inventory: tuple[tuple[str, str, str, str], ...] = ()
     """(apiVersion, kind, namespace, name) of every object the last successful run applied."""
     intent: Intent | None = None
+    objects: dict[str, tuple[str, str]] = dc_field(default_factory=dict)
+    """:func:`object_key` of an inventory entry → (its UID, the guard digest of the installer's fields on it) as the
+    API server returned them to the installer's last write: what the installer owns and what it left there."""
 
     @property
     def installed(self) -> bool:
@@ -61,7 +65,8 @@ class Record:
     def from_dict(cls, data: Any) -> Record:
         """A record from its stored form, every field type-checked: TypeError or ValueError names the first field
         that is not what this installer writes (a state edited by hand or forged is refused, never half-used)."""
-        _fields(data, "record", ("module", "hash", "inputs", "applied_at", "version", "inventory", "intent"))
+        _fields(data, "record", ("module", "hash", "inputs", "applied_at", "version", "inventory", "intent",
+                                 "objects"))
         module = _str(data, "module", required=True)
         if not module:
             raise ValueError("module: must not be empty")
@@ -95,7 +100,31 @@ class Record:
             raise ValueError("module: not a module name")
         return cls(module, _str(data, "hash", nullable=True), dict(inputs), _timestamp(data, "applied_at"),
                    _str(data, "version") or "", tuple(tuple(ref) for ref in inventory),  # type: ignore[misc]
-                   Intent(**intent) if intent is not None else None)
+                   Intent(**intent) if intent is not None else None, _objects(data.get("objects", {})))
+
+
+_UID = re.compile(r"[0-9a-f-]{1,64}")
+_DIGEST = re.compile(r"[0-9a-f]{32}")
+
+
+def object_key(ref: tuple[str, ...] | list[str]) -> str:
+    """The key of an inventory entry in :attr:`Record.objects` (``|`` stands in no apiVersion, kind or name)."""
+    return "|".join(ref[:4])
+
+
+def _objects(data: Any) -> dict[str, tuple[str, str]]:
+    """:attr:`Record.objects` from its stored form, type-checked."""
+    if not isinstance(data, dict):
+        raise TypeError(f"objects: expected an object, got {_kind(data)}")
+    out: dict[str, tuple[str, str]] = {}
+    for key, value in data.items():
+        if not (isinstance(key, str) and key.count("|") == 3 and _printable_token(key, 4 * _TOKEN_LIMIT)):
+            raise ValueError("objects: a key is not an apiVersion, kind, namespace and name")
+        if not (isinstance(value, list | tuple) and len(value) == 2 and isinstance(value[0], str)
+                and isinstance(value[1], str) and _UID.fullmatch(value[0]) and _DIGEST.fullmatch(value[1])):
+            raise ValueError(f"objects[{key[:80]!r}]: expected [uid, guard digest]")
+        out[key] = (value[0], value[1])
+    return out
 
 
 def _printable_token(text: str, limit: int) -> bool:

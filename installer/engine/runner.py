@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -39,6 +40,8 @@ from installer.objects.manifests import (
     Manifests,
     Ref,
     api_reason,
+    object_key,
+    read_facts,
     read_inventory,
     read_notes,
     stale_refs,
@@ -70,6 +73,8 @@ class RunOutcome:
     """Objects whose fields that cannot change differed, and what was done (ks_manifest's ``immutable``)."""
     foreign: tuple[str, ...] = ()
     """Fields of other writers removed from the module's objects, planted ServiceAccounts recreated (``foreign``)."""
+    objects: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    """What the run's writes returned of each object it left applied: [UID, guard] (Record.objects)."""
 
     @property
     def interrupted(self) -> bool:
@@ -264,13 +269,16 @@ class PlaybookRunner:
 
     def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event,
                  on_task: Callable[[str, int, str], None] | None = None,
-                 inventories: Callable[[str], tuple[Ref, ...]] | None = None, api: Any = None) -> None:
+                 inventories: Callable[[str], tuple[Ref, ...]] | None = None, api: Any = None,
+                 facts: Callable[[str], dict[str, tuple[str, str]]] | None = None) -> None:
         self.settings = settings
         self.variables = variables
         self.cancel = cancel
         self.on_task = on_task
         self.inventories = inventories
         """The module's recorded inventory (its record's), which a successful run prunes against."""
+        self.facts = facts
+        """The module's recorded objects (Record.objects): which UIDs it owns, and what it left on them."""
         self.api = api
         self._labelled: dict[str, list[Ref]] | None = None
         """Every module's labelled objects (Manifests.labelled), read by the reconcile's first install's prune."""
@@ -292,10 +300,12 @@ class PlaybookRunner:
             playbook = write_playbook(Path(pdd) / "project", module, uninstall, self.settings.playbooks_dir)
             inventory_file = str(Path(pdd) / "inventory.jsonl")
             recorded = self.inventories(module.name) if self.inventories is not None else ()
+            recorded_facts = dict(self.facts(module.name)) if self.facts is not None else {}
             recorded_env = {}
             if recorded:
                 recorded_file = Path(pdd) / "recorded.json"
-                recorded_file.write_text(json.dumps([list(r) for r in recorded]))
+                recorded_file.write_text(json.dumps({"refs": [list(r) for r in recorded],
+                                                     "objects": {k: list(v) for k, v in recorded_facts.items()}}))
                 recorded_env = {RECORDED_ENV: str(recorded_file)}
             client = SERVER.client()
             command = {"binary": str(client), "cmdline": shlex.quote(str(playbook))} if client else \
@@ -320,6 +330,7 @@ class PlaybookRunner:
                 ended = end_leftovers(f"{INVENTORY_ENV}={inventory_file}".encode())
                 log.debug("[%s] %s run: ended its leftover processes %s", module.name, result.status, ended)
             inventory = tuple(read_inventory(inventory_file))
+            objects = {k: (v[0], v[1]) for k, v in read_facts(inventory_file).items()}
             for spared in read_notes(inventory_file, "spared"):
                 log.warning("[%s] not deleted although it carries the module's label: %s", module.name, spared)
             foreign = tuple(read_notes(inventory_file, "foreign"))
@@ -332,7 +343,7 @@ class PlaybookRunner:
         install = step.action == Action.INSTALL
         if ok and not uninstall and (recorded or install) and self.api is not None:
             try:
-                inventory = self._prune(module.name, recorded, inventory, install)
+                inventory = self._prune(module.name, recorded, inventory, install, recorded_facts)
             except Exception as exc:  # the run did not finish: its objects stay recorded, the next run prunes
                 ok, failed_task = False, PRUNE_TASK
                 message = api_reason(exc) if hasattr(exc, "body") else f"{type(exc).__name__}: {exc}"
@@ -342,16 +353,18 @@ class PlaybookRunner:
         elif not ok and message is None:
             message = f"ansible-playbook ended with status {result.status} (rc={result.rc})"
         status = "failed" if failed_task == PRUNE_TASK else result.status
+        kept = {object_key(r) for r in inventory}
+        objects = {k: v for k, v in {**recorded_facts, **objects}.items() if k in kept}
         return RunOutcome(module.name, step.action, ok, status, failed_task, None if ok else message, progress.tasks,
-                          inventory, tuple(progress.spans), tuple(progress.immutable), foreign)
+                          inventory, tuple(progress.spans), tuple(progress.immutable), foreign, objects)
 
     def _prune(self, module: str, recorded: tuple[Ref, ...], inventory: tuple[Ref, ...],
-               install: bool) -> tuple[Ref, ...]:
+               install: bool, facts: dict[str, tuple[str, str]]) -> tuple[Ref, ...]:
         """After a successful run: delete what the recorded inventory (for an install, with the module's labelled
         objects: Manifests.prune_base) has and the run's lacks, through the deletion policy
         (installer.objects.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy
         kept."""
-        manifests = Manifests(self.api, module)
+        manifests = Manifests(self.api, module, facts={k: list(v) for k, v in facts.items()})
         base = manifests.prune_base(recorded, install, self._labelled_objects(manifests) if install else None)
         if not stale_refs(base, inventory):
             return inventory

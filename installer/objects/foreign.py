@@ -1,34 +1,30 @@
-"""Fields other writers added to the installer's objects, and how they are taken over so the object ends as rendered.
+"""Fields other writers added to the installer's objects: which are kept, and how the denied ones are removed.
 
-Server-side apply removes only fields the applier owned: a sidecar container, an env variable, ``privileged: true``
-or an extra webhook that another field manager wrote survive every apply. For the kinds in :data:`TAKEN_OVER_KINDS`,
-after the installer's (forced) apply every other managedFields entry is split into the fields a legitimate writer
-may own (:data:`ALLOWED`) and the rest; the rest is moved into the installer's ``Apply`` entry (one JSON patch of
-``metadata.managedFields``, what the Kubernetes docs call transferring ownership) and the next apply, which does
-not set them, removes them. The decision reads field sets only: a manager's name or an entry's time can be forged
-by whoever writes the object, so neither makes a field legitimate.
+The installer shares its objects with the cluster, as Flux and Argo CD do: in the fields the render sets, the render
+wins (the forced server-side apply takes them back); fields the render does not set are kept, whoever wrote them
+(an ``imagePullSecrets`` entry, a cloud load balancer's annotations, a finalizer, a mesh's pod-template label,
+``kubectl rollout pause``, a scale). The exception is a short deny-list of places where foreign content can take over
+a workload or the API, :data:`DENIED` by kind (a path matches a rule and everything under it; ``*`` any key or item):
 
-The allow-list, by kind (a path matches it and everything under it):
+- workloads, Jobs, CronJobs and the custom resources that become pods (Prometheus, Alertmanager, ThanosRuler): the
+  pod spec's containers, init and ephemeral containers, volumes, ``hostNetwork``/``hostPID``/``hostIPC``, its
+  ``securityContext`` and ``serviceAccountName``;
+- webhook configurations: an item the installer did not apply is removed whole, whatever leaf it carries; in its
+  own items, ``clientConfig`` (but the ``caBundle`` a cainjector writes), ``rules`` and the selectors;
+- APIServices: ``spec`` (but ``caBundle``); RBAC: rules, aggregation, subjects and roleRef;
+- Services: ports (but the ``nodePort`` the API server allocates), selector and ``externalIPs``.
 
-- every kind: ``status`` (kube-controller-manager, kubelet, operators);
-- Deployment, StatefulSet: ``spec.replicas`` (a HorizontalPodAutoscaler or ``kubectl scale``; the installer's
-  forced apply takes it back when the render sets it);
-- workloads: the pod template's ``kubectl.kubernetes.io/restartedAt`` (``kubectl rollout restart``) and
-  ``installer.kubesphere.io/config-hash`` (installer.objects.rollout) annotations, and the annotations the controllers
-  stamp (``deployment.kubernetes.io/revision``, ``deprecated.daemonset.template.generation``);
-- webhook configurations, APIServices: the ``caBundle`` (injected by cert-manager's cainjector);
-- Service: ``spec.clusterIP``, ``spec.clusterIPs``, ``spec.healthCheckNodePort`` and each port's ``nodePort``
-  (allocated by the API server);
-- ServiceAccount: ``secrets`` (the token controller of Kubernetes before 1.24 lists the token Secrets it made).
-
-Defaulted fields the API server sets are owned by nobody (or by whoever created the object: then they are taken
-over, removed by the apply and defaulted again to the same value, so no pod template changes).
+Denied content of other writers is moved into the installer's ``Apply`` entry (one JSON patch of
+``metadata.managedFields``, what the Kubernetes docs call transferring ownership) and the next apply, which does not
+set it, removes it. The decision reads field sets only: a manager's name or an entry's time can be forged by whoever
+writes the object, so neither makes a field legitimate. Defaulted fields the API server sets are owned by nobody.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,29 +37,37 @@ Path = tuple[str, ...]
 WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 RBAC = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 WEBHOOKS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
-#: The kinds whose foreign fields are taken over and removed after each apply.
-TAKEN_OVER_KINDS = frozenset((*WORKLOADS, *RBAC, *WEBHOOKS, "APIService", "Service", "ConfigMap", "ServiceAccount"))
 
-_TEMPLATE_ANNOTATIONS = ("f:spec", "f:template", "f:metadata", "f:annotations")
-_WORKLOAD_PATHS: tuple[Path, ...] = (
-    (*_TEMPLATE_ANNOTATIONS, "f:kubectl.kubernetes.io/restartedAt"),
-    (*_TEMPLATE_ANNOTATIONS, "f:installer.kubesphere.io/config-hash"),
-    ("f:metadata", "f:annotations", "f:deployment.kubernetes.io/revision"),
-    ("f:metadata", "f:annotations", "f:deprecated.daemonset.template.generation"),
-)
-#: Paths a writer other than the installer may own, by kind (``*``: any key or list item).
-ALLOWED: dict[str, tuple[Path, ...]] = {
-    "Deployment": (("f:spec", "f:replicas"), *_WORKLOAD_PATHS),
-    "StatefulSet": (("f:spec", "f:replicas"), *_WORKLOAD_PATHS),
-    "DaemonSet": _WORKLOAD_PATHS,
-    "ValidatingWebhookConfiguration": (("f:webhooks", "*", "f:clientConfig", "f:caBundle"),),
-    "MutatingWebhookConfiguration": (("f:webhooks", "*", "f:clientConfig", "f:caBundle"),),
-    "APIService": (("f:spec", "f:caBundle"),),
-    "ServiceAccount": (("f:secrets",),),
-    "Service": (("f:spec", "f:clusterIP"), ("f:spec", "f:clusterIPs"), ("f:spec", "f:healthCheckNodePort"),
-                ("f:spec", "f:ports", "*", "f:nodePort")),
+#: What in a pod spec no writer but the installer may add (under the kind's pod-spec path).
+_POD_SPEC = ("f:containers", "f:initContainers", "f:ephemeralContainers", "f:volumes", "f:hostNetwork", "f:hostPID",
+             "f:hostIPC", "f:securityContext", "f:serviceAccountName", "f:serviceAccount")
+_POD_SPECS: dict[str, Path] = {
+    **{kind: ("f:spec", "f:template", "f:spec") for kind in (*WORKLOADS, "ReplicaSet", "Job")},
+    "CronJob": ("f:spec", "f:jobTemplate", "f:spec", "f:template", "f:spec"),
+    **{kind: ("f:spec",) for kind in ("Prometheus", "Alertmanager", "ThanosRuler")},
 }
-ALWAYS_ALLOWED: tuple[Path, ...] = (("f:status",),)
+_WEBHOOK_ITEM: tuple[Path, ...] = (("f:webhooks", "*", "f:clientConfig"), ("f:webhooks", "*", "f:rules"),
+                                   ("f:webhooks", "*", "f:namespaceSelector"), ("f:webhooks", "*", "f:objectSelector"),
+                                   ("f:webhooks", "*", "f:matchConditions"))
+#: Paths where only the installer may add content, by kind.
+DENIED: dict[str, tuple[Path, ...]] = {
+    **{kind: tuple((*base, f) for f in _POD_SPEC) for kind, base in _POD_SPECS.items()},
+    **{kind: _WEBHOOK_ITEM for kind in WEBHOOKS},
+    "APIService": (("f:spec",),),
+    "Role": (("f:rules",),),
+    "ClusterRole": (("f:rules",), ("f:aggregationRule",)),
+    "RoleBinding": (("f:subjects",), ("f:roleRef",)),
+    "ClusterRoleBinding": (("f:subjects",), ("f:roleRef",)),
+    "Service": (("f:spec", "f:ports"), ("f:spec", "f:selector"), ("f:spec", "f:externalIPs")),
+}
+#: Paths under a denied one that other writers may own (a cainjector's caBundle, the API server's nodePort).
+EXCEPTED: dict[str, tuple[Path, ...]] = {
+    **{kind: (("f:webhooks", "*", "f:clientConfig", "f:caBundle"),) for kind in WEBHOOKS},
+    "APIService": (("f:spec", "f:caBundle"),),
+    "Service": (("f:spec", "f:ports", "*", "f:nodePort"),),
+}
+#: The kinds whose denied content is removed after each apply.
+TAKEN_OVER_KINDS = frozenset(DENIED)
 
 
 def leaves(tree: dict[str, Any], prefix: Path = ()) -> list[Path]:
@@ -87,10 +91,26 @@ def tree(paths: list[Path]) -> dict[str, Any]:
     return out
 
 
-def allowed(kind: str, path: Path) -> bool:
-    """Whether a writer other than the installer may own ``path`` of an object of ``kind``."""
+def _matches(path: Path, rules: tuple[Path, ...]) -> bool:
     return any(len(path) >= len(rule) and all(r in ("*", p) for r, p in zip(rule, path, strict=False))
-               for rule in (*ALWAYS_ALLOWED, *ALLOWED.get(kind, ())))
+               for rule in rules)
+
+
+def denied(kind: str, path: Path, ours: frozenset[Path] = frozenset()) -> bool:
+    """Whether only the installer may own ``path`` of an object of ``kind`` (``ours``: the paths of its own apply
+    entry: a webhook item it did not apply is denied whole)."""
+    if kind in WEBHOOKS and len(path) > 1 and path[0] == "f:webhooks" and not _held(path[:2], ours):
+        return True
+    if not _matches(path, DENIED.get(kind, ())):
+        return False
+    # An exception holds inside an item the installer applied (a port it renders), never in one another writer added.
+    return not any(_matches(path, (rule,)) and _held(path[:rule.index("*") + 1] if "*" in rule else (), ours)
+                   for rule in EXCEPTED.get(kind, ()))
+
+
+def _held(prefix: Path, ours: frozenset[Path]) -> bool:
+    """Whether the installer's entry owns something at or under ``prefix``."""
+    return any(p[:len(prefix)] == prefix for p in ours)
 
 
 def is_ours(entry: dict[str, Any]) -> bool:
@@ -157,15 +177,16 @@ def _structural(path: Path) -> bool:
 
 def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None = None,
                   ours: frozenset[Path] = frozenset()) -> list[Path]:
-    """The paths an entry owns that no writer but the installer may own: not allow-listed, or set by the render
-    (``body``; the installer's apply takes those back). Sharing the existence of an item the installer applied
-    (``ours``: its entry's paths) is no foreign field (a caBundle injector names the webhook it writes to)."""
+    """The paths an entry of another writer owns that the installer takes: those the render (``body``) sets (its
+    forced apply takes them back) and denied content (:func:`denied`; the apply removes it). Sharing the existence
+    of an item the installer applied (``ours``: its entry's paths) is no foreign field (a caBundle injector names the
+    webhook it writes to)."""
     if is_ours(entry):
         return []
     paths = leaves(entry.get("fieldsV1") or {})
     seen: dict[Path, Any] = {}
     shown = {p: rendered(body, p, seen) for p in paths}
-    kept = [p for p in paths if not shown[p] and allowed(kind, p)]
+    kept = [p for p in paths if not shown[p] and not denied(kind, p, ours)]
     kept_set = set(kept)
     out = []
     for path in paths:
@@ -238,8 +259,8 @@ def _manager(entry: dict[str, Any]) -> str:
 
 
 def eviction(kind: str, entries: list[dict[str, Any]], now: str, body: dict[str, Any] | None = None) -> Eviction | None:
-    """How to take the foreign fields of ``entries`` (an object's managedFields after the installer applied
-    ``body``) over: None when there are none (or the installer's apply entry is missing)."""
+    """How to take the denied content of other writers in ``entries`` (an object's managedFields after the
+    installer applied ``body``) over: None when there is none (or the installer's apply entry is missing)."""
     if kind not in TAKEN_OVER_KINDS:
         return None
     ours = next((e for e in entries if is_ours(e)), None)
@@ -262,3 +283,41 @@ def eviction(kind: str, entries: list[dict[str, Any]], now: str, body: dict[str,
         if rest := [p for p in leaves(entry.get("fieldsV1") or {}) if p not in dropped]:
             out.append({**entry, "fieldsV1": tree(rest)})
     return Eviction(out, {m: sorted(p) for m, p in removed.items()})
+
+
+#: Fields the render sets that controllers rewrite as their job (istiod's webhook failurePolicy, a cainjector's
+#: caBundle, a HorizontalPodAutoscaler's or ``kubectl scale``'s replicas): a drift check leaves them to those writers;
+#: the module's next run sets the render's value again.
+TOLERATED: tuple[Path, ...] = (("f:webhooks", "*", "f:failurePolicy"),
+                               ("f:webhooks", "*", "f:clientConfig", "f:caBundle"),
+                               ("f:spec", "f:caBundle"), ("f:spec", "f:replicas"))
+
+
+def tolerated(path: Path) -> bool:
+    """Whether ``path`` is one of the :data:`TOLERATED` fields."""
+    return _matches(path, TOLERATED)
+
+
+def _value_at(obj: dict[str, Any], path: Path) -> Any:
+    """What ``obj`` holds at a ``FieldsV1`` path (an item or map owned as a whole: that it exists)."""
+    node: Any = obj
+    for key in path:
+        if key == ".":
+            return node is not None
+        node = _child(node, key)
+        if node is None:
+            return None
+    return node
+
+
+def guard(obj: dict[str, Any]) -> str:
+    """The digest of what the installer's own apply entry holds on ``obj``: which fields it owns (but the
+    :data:`TOLERATED` ones) and their values. Recorded after each write; a drift check that reads another digest
+    knows that someone took one of the installer's fields or wrote a value under its name, whatever the names and
+    times the object's metadata carries."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    paths = sorted(p for p in installer_paths(entries) if not tolerated(p)
+                   and p[:2] != ("f:metadata", "f:managedFields"))
+    held = [[list(p), _value_at(obj, p)] for p in paths]
+    text = json.dumps(held, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

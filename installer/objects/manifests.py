@@ -33,12 +33,12 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import ConflictError, NotFoundError, ResourceNotFoundError
 from kubernetes.dynamic.resource import ResourceList
 
 from installer import yaml_c
 from installer.objects.field_takeover import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
-from installer.objects.foreign import TAKEN_OVER_KINDS, clean, eviction, is_ours
+from installer.objects.foreign import clean, eviction, guard
 from installer.objects.ownership import why_spared
 from installer.settings import (
     APPLIED_ANNOTATION,
@@ -50,6 +50,8 @@ from installer.settings import (
     MANAGED_BY,
     MODULE_LABEL,
     NAMESPACE,
+    SSA_ANNOTATION,
+    SSA_OPT_OUTS,
 )
 
 Obj = dict[str, Any]
@@ -72,6 +74,9 @@ KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
 #: Kinds a purge looks at even when the uninstall does not name them (roles keep them out of it otherwise).
 PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
 #: Kinds whose objects of another module keep a namespace from being deleted (``delete(tenants=...)`` adds more).
+#: Kinds an apply lists by their metadata only (their specs are large); their guard covers which fields the
+#: installer owns, not their values.
+METADATA_LISTED = ("CustomResourceDefinition",)
 #: The Accept header of a list that returns only the objects' metadata.
 PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
@@ -175,14 +180,41 @@ def obj_of(ref: Iterable[str]) -> Obj:
 def read_recorded() -> list[Ref] | None:
     """The recorded inventory the engine gave this run (``$KS_RECORDED_INVENTORY``), or None when the module's record
     has none (a first install, or a record of an installer that kept none)."""
+    recorded = _recorded_file()
+    return None if recorded is None else [tuple(r) for r in recorded["refs"]]  # type: ignore[misc]
+
+
+def read_recorded_facts() -> dict[str, list[str]]:
+    """What the module's record holds of each object it owns (:attr:`ApplyResult.facts`), from the same file."""
+    recorded = _recorded_file()
+    return dict(recorded.get("objects") or {}) if recorded is not None else {}
+
+
+def _recorded_file() -> dict[str, Any] | None:
     path = os.environ.get(RECORDED_ENV)
     if not path:
         return None
     try:
-        refs = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    return [tuple(r) for r in refs]  # type: ignore[misc]
+    return {"refs": data} if isinstance(data, list) else data
+
+
+def object_key(ref: Iterable[str]) -> str:
+    """The key of an object in the recorded facts (installer.engine.records.object_key)."""
+    return "|".join(tuple(ref)[:4])
+
+
+def facts_of(obj: Obj, metadata_only: bool = False) -> list[str]:
+    """[UID, guard] of an object as the API server returned it (``metadata_only``: of its metadata alone, as
+    the metadata-only list reads the kinds listed so)."""
+    return [str(obj["metadata"].get("uid") or ""), guard({"metadata": obj["metadata"]} if metadata_only else obj)]
+
+
+def opted_out(meta: Obj | None) -> bool:
+    """Whether a user set :data:`SSA_ANNOTATION` on the object to keep the installer from writing it."""
+    return (((meta or {}).get("annotations") or {}).get(SSA_ANNOTATION) in SSA_OPT_OUTS)
 
 
 def applied_by_installer(item: Any) -> bool:
@@ -284,6 +316,9 @@ class ApplyResult:
     """A dry run's change set, one entry per object it looked at (empty for a real run)."""
     survivors: list[Ref] = field(default_factory=list)
     """Objects a prune looked at that the deletion policy kept: they stay in the module's inventory."""
+    facts: dict[str, list[str]] = field(default_factory=dict)
+    """:func:`object_key` → [UID, :func:`installer.objects.foreign.guard`] of each object as the API server returned
+    it to the installer's write (or as recorded, for an object left as it was)."""
 
     def record(self) -> None:
         """Append what was applied, deleted and spared to ``$KS_INVENTORY_FILE`` (the engine's run inventory)."""
@@ -291,7 +326,7 @@ class ApplyResult:
         if path:
             with open(path, "a", encoding="utf-8") as out:
                 out.write(json.dumps({"applied": self.applied_refs, "deleted": self.deleted_refs,
-                                      "spared": self.spared, "foreign": self.foreign}) + "\n")
+                                      "spared": self.spared, "foreign": self.foreign, "facts": self.facts}) + "\n")
 
 
 def record_generated(refs: list[Ref]) -> None:
@@ -313,6 +348,21 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
         for r in entry["deleted"]:
             live.pop(tuple(r), None)  # type: ignore[arg-type]
     return sorted(live)
+
+
+def read_facts(path: str | os.PathLike[str]) -> dict[str, list[str]]:
+    """What a run's inventory file records of each object it left applied (the last write of each)."""
+    facts: dict[str, list[str]] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    for line in lines:
+        entry = json.loads(line)
+        facts.update(entry.get("facts") or {})
+        for r in entry["deleted"]:
+            facts.pop(object_key(r), None)
+    return facts
 
 
 def read_notes(path: str | os.PathLike[str], key: str) -> list[str]:
@@ -349,30 +399,32 @@ def as_applied(obj: Obj, module: str, adopt: bool = True) -> Obj:
     return body
 
 
-def unchanged_since_applied(meta: Obj, manifest_digest: str, body: Obj | None = None) -> bool:
-    """Whether a live object (its metadata) still is what the installer applied of a manifest (``body``, whose
-    digest is ``manifest_digest``): the annotation matches, the installer's apply entry is there and, for the kinds
-    whose foreign fields are removed (installer.objects.foreign), no other entry owns a field only the installer may own
-    (field sets, not names or times); for the other kinds, every other manager's entry (status aside) is older than
-    the installer's, which is not dated in the future."""
+def unchanged_since_applied(live: Obj, manifest_digest: str, body: Obj, recorded: list[str] | None = None,
+                            metadata_only: bool = False) -> bool:
+    """Whether a live object is still what the installer applied of a manifest (``body``, whose digest is
+    ``manifest_digest``), from what the API server wrote, never from names or times: the annotation matches, no
+    other writer owns a field the render sets or denied content (installer.objects.foreign), and, when the module's
+    record has the object (``recorded``: [UID, guard]), it is the same object (UID) and the installer's fields on
+    it hold what its last write left (guard): a write under the installer's own name shows there."""
+    meta = live["metadata"]
     if (meta.get("annotations") or {}).get(APPLIED_ANNOTATION) != manifest_digest:
         return False
-    entries = meta.get("managedFields") or []
-    if body is not None and body["kind"] in TAKEN_OVER_KINDS:
-        return clean(body["kind"], entries, body)
-    ours = [e for e in entries if is_ours(e)]
-    if len(ours) != 1 or not ours[0].get("time") or ours[0]["time"] > now_rfc3339(FUTURE_SLACK):
+    if not clean(body["kind"], meta.get("managedFields") or [], body):
         return False
-    stamp = ours[0]["time"]  # RFC 3339 in UTC, seconds: ordered as strings
-    # Older than the apply; or, for the installer's own create of a namespace it claimed (_claim), of its second.
-    return all((e.get("time") or "~") < stamp or (e.get("manager") == FIELD_MANAGER and e.get("time") == stamp)
-               for e in entries if e is not ours[0] and e.get("subresource") != "status")
+    return recorded is None or facts_of(live, metadata_only) == list(recorded)
 
 
-PLANTED_NOTE = ("not made by module {module} nor by the original installer: deleted and created again, so tokens "
-                "minted for it no longer work")
-#: How far in the future the installer's own apply entry may be dated (clock skew) and still be believed.
-FUTURE_SLACK = 300
+#: Kinds that exist only as the module made them: one it did not make (another UID) is deleted and made again, since
+#: what others made of them (a token minted for a ServiceAccount, a binding's or a webhook's history) must not carry on.
+RECREATED_KINDS = ("ServiceAccount", "RoleBinding", "ClusterRoleBinding", "ValidatingWebhookConfiguration",
+                   "MutatingWebhookConfiguration")
+PLANTED_NOTE = "not made by module {module} nor by the original installer: deleted and created again{why}"
+
+
+def planted_note(kind: str, module: str) -> str:
+    """What a recreate of an object the module did not make says."""
+    return PLANTED_NOTE.format(module=module, why=", so tokens minted for it no longer work"
+                               if kind == "ServiceAccount" else "")
 JSON_PATCH = "application/json-patch+json"
 
 
@@ -441,14 +493,24 @@ class Manifests:
     is foreseen from the same decisions."""
 
     dry_run: DryRun | None = None
+    _facts: dict[str, list[str]] | None = None
     _gone: frozenset[str] = frozenset()
     """What this dry run's deletes removed (an apply creates it again)."""
 
-    def __init__(self, api: client.ApiClient, module: str, dry_run: DryRun | None = None) -> None:
+    def __init__(self, api: client.ApiClient, module: str, dry_run: DryRun | None = None,
+                 facts: dict[str, list[str]] | None = None) -> None:
         self.dyn = DynamicClient(api)
         self.module = module
         self.dry_run = dry_run
         self._cc_created: str | None = None
+        self._facts = facts
+        """The module's recorded facts (UIDs it owns); None: read from the run's recorded inventory file."""
+
+    @property
+    def facts(self) -> dict[str, list[str]]:
+        if self._facts is None:
+            self._facts = read_recorded_facts()
+        return self._facts
 
     def _preview(self, result: ApplyResult, change: Change) -> None:
         """Add ``change`` to a dry run's change set."""
@@ -486,6 +548,7 @@ class Manifests:
         """
         result = ApplyResult()
         versions: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        recorded = self.facts
         unestablished: list[str] = []  # new or changed CRDs, waited for together before the next kind
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
             if obj["kind"] != "CustomResourceDefinition":
@@ -495,6 +558,7 @@ class Manifests:
                 continue  # a dry run's object of a kind not served (yet)
             meta = obj["metadata"]
             live_meta: Obj | None
+            live_obj: Obj | None = None
             if obj["kind"] == "Namespace":
                 live = self._get(res, obj)
                 if live is not None and self._terminating(obj, live.to_dict()["metadata"], result):
@@ -503,7 +567,8 @@ class Manifests:
                     self.dry_run.namespaces.add(meta["name"])  # created by the run: its objects cannot be dry-run
                 elif live is None:
                     live = self._claim(res, obj)
-                live_meta = live.to_dict()["metadata"] if live is not None else None
+                live_obj = live.to_dict() if live is not None else None
+                live_meta = live_obj["metadata"] if live_obj is not None else None
                 owner = (live_meta.get("labels") or {}).get(MODULE_LABEL) if live_meta is not None else None
                 # Never adopt a namespace someone else created: it must survive this module's uninstall.
                 adopt = live is None or owner == self.module
@@ -511,12 +576,13 @@ class Manifests:
                 key = (obj["apiVersion"], obj["kind"])
                 if key not in versions:
                     versions[key] = self._versions(res)
-                live_meta = versions[key].get((meta.get("namespace") or "", meta["name"]))
+                live_obj = versions[key].get((meta.get("namespace") or "", meta["name"]))
+                live_meta = live_obj["metadata"] if live_obj is not None else None
                 if live_meta is not None and self._terminating(obj, live_meta, result):
                     if self.dry_run is not None:
                         result.applied.append(ident(obj))  # foreseen as created again: not pruned
                         continue
-                    live_meta = None
+                    live_obj = live_meta = None
                 owner, adopt = None, True
             if not adopt and owner:
                 # Another module's namespace: applying it under the shared field manager would take that
@@ -530,16 +596,28 @@ class Manifests:
                 self._preview(result, Change(ident(obj), "recreate", note="deleted and applied again by the run",
                                              body=body))
                 continue
-            if live_meta is not None and unchanged_since_applied(live_meta, manifest_digest, body):
+            metadata_only = obj["kind"] in METADATA_LISTED
+            known = recorded.get(object_key(ref_of(obj)))
+            if live_obj is not None and opted_out(live_meta):
+                result.applied.append(ident(obj))  # left to its users; still the module's
+                if adopt:
+                    result.applied_refs.append(ref_of(obj))
+                    result.facts[object_key(ref_of(obj))] = facts_of(live_obj, metadata_only)
+                result.foreign.append(f"{ident(obj)}: left as it is ({SSA_ANNOTATION}: "
+                                      f"{(live_meta.get('annotations') or {})[SSA_ANNOTATION]})")
+                self._preview(result, Change(ident(obj), "kept", note=f"{SSA_ANNOTATION} set on it", body=body))
+                continue
+            if live_obj is not None and unchanged_since_applied(live_obj, manifest_digest, body, known, metadata_only):
                 result.applied.append(ident(obj))  # as applied last, and nobody wrote to it since
                 if adopt:
                     result.applied_refs.append(ref_of(obj))
+                    result.facts[object_key(ref_of(obj))] = facts_of(live_obj, metadata_only)
                 self._preview(result, Change(ident(obj), "unchanged", body=body))
                 continue
             try:
                 current = self._get(res, obj) if self.dry_run is not None else None  # what the preview compares
-                if live_meta is None and obj["kind"] == "ServiceAccount" and self._recreate_planted(
-                        res, obj, body, result) and self.dry_run is not None:
+                if obj["kind"] in RECREATED_KINDS and self._recreate_planted(
+                        res, obj, body, result, known, bool(recorded)) and self.dry_run is not None:
                     continue
                 after = self._apply_one(res, obj, body, before is None and adopt, result, current)
                 if after is None:
@@ -559,6 +637,8 @@ class Manifests:
                                              [] if live is None else foreign_removed(obj, after, body),
                                              body=body, live=live, after=after))
                 continue
+            if adopt:
+                result.facts[object_key(ref_of(obj))] = facts_of(after, metadata_only)
             changed = before != after["metadata"]["resourceVersion"]
             if changed:
                 result.changed.append(ident(obj))
@@ -746,23 +826,31 @@ class Manifests:
             return moved
         raise RuntimeError(f"{ident(obj)}: changed by others while their fields were being taken over")
 
-    def _recreate_planted(self, res: Any, obj: Obj, body: Obj, result: ApplyResult) -> bool:
-        """Delete a ServiceAccount of the render that exists without the module's label (:func:`planted`), so that
-        the apply creates it anew (with another UID: tokens minted for the old one no longer authenticate); whether
-        it was one (a dry run only says so)."""
+    def _recreate_planted(self, res: Any, obj: Obj, body: Obj, result: ApplyResult, known: list[str] | None,
+                          recorded: bool) -> bool:
+        """Delete a ServiceAccount of the render that exists but is not the one the module made, so that the apply
+        creates it anew (with another UID: tokens minted for the old one no longer authenticate); whether it was one
+        (a dry run only says so). The module's record says which it made (its UID); a module with a record that has
+        no UID for it made none. Without a record (a first install, or a record of an installer that kept no UIDs),
+        :func:`planted` decides (the original installer's are taken over)."""
         live = self._get(res, obj)
-        if live is None or not self.planted(live.to_dict()["metadata"]):
+        if live is None:
+            return False
+        if known is not None:
+            if live.metadata.uid == known[0]:
+                return False
+        elif not recorded and (obj["kind"] != "ServiceAccount" or not self.planted(live.to_dict()["metadata"])):
             return False
         if self.dry_run is not None:
-            self._preview(result, Change(ident(obj), "recreate", note=PLANTED_NOTE.format(module=self.module),
+            self._preview(result, Change(ident(obj), "recreate", note=planted_note(obj["kind"], self.module),
                                          body=body))
             return True
         meta = obj["metadata"]
-        with contextlib.suppress(NotFoundError):
+        with contextlib.suppress(NotFoundError, ConflictError):
             res.delete(name=meta["name"], namespace=meta.get("namespace"),
                        body={"preconditions": {"uid": live.metadata.uid}})
         self._wait_gone([obj], RECREATE_TIMEOUT)
-        result.foreign.append(f"{ident(obj)}: {PLANTED_NOTE.format(module=self.module)}")
+        result.foreign.append(f"{ident(obj)}: {planted_note(obj['kind'], self.module)}")
         return True
 
     def planted(self, meta: Obj) -> bool:
@@ -820,13 +908,14 @@ class Manifests:
                                                 serialize=False, **dry).data)
 
     def _versions(self, res: Any) -> dict[tuple[str, str], Obj]:
-        """``(namespace, name)`` → metadata of this module's objects of one kind (one metadata-only list)."""
+        """``(namespace, name)`` → this module's objects of one kind as they are (one list; of the kinds in
+        :data:`METADATA_LISTED`, their metadata only)."""
+        header = {"Accept": PARTIAL_METADATA_LIST} if res.kind in METADATA_LISTED else {}
         try:
-            raw = res.get(label_selector=f"{MODULE_LABEL}={self.module}", serialize=False,
-                          header_params={"Accept": PARTIAL_METADATA_LIST})
+            raw = res.get(label_selector=f"{MODULE_LABEL}={self.module}", serialize=False, header_params=header)
         except (NotFoundError, ResourceNotFoundError):
             return {}
-        return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i["metadata"]
+        return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i
                 for i in json.loads(raw.data).get("items") or []}
 
     def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = (),
@@ -861,8 +950,8 @@ class Manifests:
         or a kind) the module keeps on uninstall (a password kept with the volume whose data it guards): a purge
         deletes those of :data:`PURGED_KINDS`. A purge also looks at the module's labelled PVCs and Secrets."""
         result = ApplyResult()
-        if recorded is None:
-            owned = self._owned(self._served_kinds(), result)
+        if recorded is None:  # by the label alone: never a cluster-scoped object (see labelled_refs)
+            owned = [o for o in self._owned(self._served_kinds(), result) if o["metadata"].get("namespace")]
         else:
             owned = self._owned_refs(recorded, result)
             if purge:
@@ -928,10 +1017,11 @@ class Manifests:
     def labelled_refs(self, labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
         """The module's objects found by its label over every kind the API serves (those the installer applied and
         that lie in its namespaces; ``labelled``: :meth:`labelled`, read already): what an install prunes besides
-        its recorded inventory, so that what an earlier installation of the module left when its record was lost
-        (a forgotten state) goes too."""
+        its recorded inventory, so that what an earlier installation of the module left in its namespaces when its
+        record was lost (a forgotten state) goes too. Never a cluster-scoped object: a label and a field manager's
+        name are all that would say it is the module's, and anyone who can write it can set both."""
         found = (self.labelled() if labelled is None else labelled).get(self.module, [])
-        return [ref for ref in found if why_spared(self.module, ref) is None]
+        return [ref for ref in found if ref[2] and why_spared(self.module, ref) is None]
 
     def prune_base(self, recorded: Iterable[Iterable[str]], install: bool,
                    labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
@@ -969,9 +1059,15 @@ class Manifests:
             if live is None:
                 continue
             meta = live.to_dict()["metadata"]
-            if (meta.get("labels") or {}).get(MODULE_LABEL) != self.module:
+            known = self.facts.get(object_key(ref))
+            if known is not None:
+                if meta.get("uid") != known[0]:
+                    result.spared.append(f"{ident(obj)}: not the object the installer made (another UID)")
+                    continue
+                obj["metadata"]["uid"] = known[0]
+            elif (meta.get("labels") or {}).get(MODULE_LABEL) != self.module:
                 continue  # another module's now, or the user's
-            if not installer_managed(meta):
+            elif not installer_managed(meta):
                 continue
             if (why := why_spared(self.module, ref_of(obj))) is not None:
                 result.spared.append(f"{ident(obj)}: {why}")
@@ -1070,13 +1166,16 @@ class Manifests:
                 self._gone = self._gone | {ident(obj)}
                 self._preview(result, Change(ident(obj), "delete"))
             return
+        uid = obj["metadata"].get("uid")
         try:
             res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
-                       body={"propagationPolicy": propagation})
+                       body={"propagationPolicy": propagation, **({"preconditions": {"uid": uid}} if uid else {})})
             result.deleted.append(ident(obj))
             result.deleted_refs.append(ref_of(obj))
         except NotFoundError:
             pass
+        except ConflictError:  # replaced meanwhile by an object the installer did not make
+            result.spared.append(f"{ident(obj)}: not the object the installer made (another UID)")
 
     def _has_resources(self, crd_name: str) -> bool:
         """Whether any custom resource of the CRD exists (in any namespace)."""

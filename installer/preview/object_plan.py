@@ -371,9 +371,14 @@ class ClusterPlanner:
         record = self.records.get(module)
         return list(record.inventory) if record is not None and record.inventory else None
 
+    def _facts(self, module: str) -> dict[str, list[str]]:
+        """The module's recorded objects (the UIDs it owns, what it left on them), as its run gets them."""
+        record = self.records.get(module)
+        return {k: list(v) for k, v in record.objects.items()} if record is not None else {}
+
     # Install and upgrade.
     def _apply(self, run: Rendered, module: ModuleObjects) -> None:
-        manifests = Manifests(self.api, run.module, self.dry_run)
+        manifests = Manifests(self.api, run.module, self.dry_run, facts=self._facts(run.module))
         removed: dict[str, None] = {}
         for call in run.manifests("absent"):
             result = manifests.absent(call["objects"], self._recorded(run.module),
@@ -416,7 +421,7 @@ class ClusterPlanner:
 
     # Uninstall.
     def _uninstall(self, run: Rendered, module: ModuleObjects, purge: bool) -> None:
-        manifests = Manifests(self.api, run.module, self.dry_run)
+        manifests = Manifests(self.api, run.module, self.dry_run, facts=self._facts(run.module))
         recorded = self._recorded(run.module)
         deleted: dict[str, None] = {}
         kept: dict[str, str] = {}

@@ -1,5 +1,7 @@
-"""Fields another field manager added to the installer's objects end removed by its apply, whatever the manager's
-name; allow-listed ones (a scale, a caBundle) stay; a ServiceAccount planted before install is created anew."""
+"""What other writers add to the installer's objects: kept where the render is silent (labels, annotations,
+finalizers, a scale, a caBundle, ``imagePullSecrets``), removed where only the installer decides (containers, volumes,
+webhook items, RBAC rules, Service ports), whatever the writer's name; ownership from UIDs: an object the module did
+not make is made anew or left alone, never deleted."""
 
 from __future__ import annotations
 
@@ -90,9 +92,14 @@ def test_fields_another_manager_added_are_removed_by_the_next_apply(
     core.patch_namespaced_service("s", ns, {"spec": {"externalIPs": ["203.0.113.9"]}}, field_manager=manager)
     _apply_as(kube_api, manager, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                                   "metadata": {"name": f"{ns}-r", "annotations": {"a": "b"}}})
+    steal = _webhook("steal.example.com", ns, "thief", ("secrets",))
+    steal["clientConfig"]["caBundle"] = "Y2E="  # a leaf a cainjector may own does not keep the item
     _apply_as(kube_api, manager, {"apiVersion": "admissionregistration.k8s.io/v1",
                                   "kind": "ValidatingWebhookConfiguration", "metadata": {"name": f"{ns}-w"},
-                                  "webhooks": [_webhook("steal.example.com", ns, "thief", ("secrets",))]})
+                                  "webhooks": [steal]})
+    _apply_as(kube_api, manager, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": ns},
+                                  "spec": {"type": "NodePort", "ports": [{"name": "ssh", "port": 22,
+                                                                          "nodePort": 30022}]}})
     assert len(apps.read_namespaced_deployment("d", ns).spec.template.spec.containers) == 2
 
     result = manifests.apply(objects)
@@ -102,8 +109,9 @@ def test_fields_another_manager_added_are_removed_by_the_next_apply(
     assert dep.containers[0].env is None and dep.containers[0].security_context is None
     assert not dep.host_network and not dep.host_pid and dep.volumes is None
     config = core.read_namespaced_config_map("c", ns)
-    assert config.data == {"k": "1"} and "extra" not in config.metadata.labels
-    assert core.read_namespaced_service("s", ns).spec.external_i_ps is None
+    assert config.data == {"k": "1", "extra": "1"} and config.metadata.labels["extra"] == "1"  # not the render's
+    service = core.read_namespaced_service("s", ns).spec
+    assert service.external_i_ps is None and [p.port for p in service.ports] == [80]
     admission = client.AdmissionregistrationV1Api(kube_api)
     assert [w.name for w in admission.read_validating_webhook_configuration(f"{ns}-w").webhooks] == [
         "users.iam.kubesphere.io"]
@@ -111,8 +119,9 @@ def test_fields_another_manager_added_are_removed_by_the_next_apply(
     assert (f"Deployment/{ns}/d: removed fields of manager {manager}: spec.template.spec.containers[main].env"
             "[LD_PRELOAD], spec.template.spec.containers[main].securityContext") in lines
     assert "spec.template.spec.containers[sidecar]" in lines and "spec.template.spec.hostNetwork" in lines
-    assert f"ConfigMap/{ns}/c: removed fields of manager {manager}: data.extra, metadata.labels.extra" in lines
-    assert f"Service/{ns}/s: removed fields of manager {manager}: spec.externalIPs" in lines
+    assert f"ConfigMap/{ns}/c" not in lines and f"ClusterRole/{ns}-r" not in lines
+    assert (f"Service/{ns}/s: removed fields of manager {manager}: spec.externalIPs, "
+            "spec.ports[port=22,protocol=TCP]") in lines
     assert f"ValidatingWebhookConfiguration/{ns}-w: removed fields of manager {manager}: " \
            "webhooks[steal.example.com]" in lines
     assert "/evil.so" not in lines and "203.0.113.9" not in lines  # values are never shown
@@ -157,8 +166,8 @@ def test_a_forged_date_on_the_installers_entry_does_not_hide_an_edit(kube_api: c
         body=patch, name="c", namespace=ns, content_type="application/json-patch+json")
 
     result = manifests.apply(objects)
-    assert core.read_namespaced_config_map("c", ns).data == {"k": "1"}
-    assert f"ConfigMap/{ns}/c: removed fields of manager kubectl-patch: data.more" in result.foreign
+    assert core.read_namespaced_config_map("c", ns).data == {"k": "1", "more": "x"}  # the render's value; theirs kept
+    assert f"ConfigMap/{ns}/c" in result.changed
 
 
 def test_a_planted_service_account_is_created_anew(kube_api: client.ApiClient, module: tuple[Manifests, str]) -> None:
@@ -173,3 +182,90 @@ def test_a_planted_service_account_is_created_anew(kube_api: client.ApiClient, m
             "deleted and created again, so tokens minted for it no longer work") in result.foreign
     assert manifests.apply(_objects(ns)).foreign == []
     assert core.read_namespaced_service_account("sa", ns).metadata.uid == live.metadata.uid
+
+
+def test_what_honest_neighbours_add_where_the_render_is_silent_survives_the_next_apply(
+        kube_api: client.ApiClient, module: tuple[Manifests, str]) -> None:
+    manifests, ns = module
+    objects = _objects(ns, replicas=None)
+    first = manifests.apply(objects)
+    core, apps = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api)
+    core.patch_namespaced_service_account("sa", ns, {"imagePullSecrets": [{"name": "registry"}]},
+                                          field_manager="kubectl-patch")
+    core.patch_namespaced_service("s", ns, {"metadata": {
+        "annotations": {"service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                        "external-dns.alpha.kubernetes.io/hostname": "ks.example.com"},
+        "finalizers": ["service.kubernetes.io/load-balancer-cleanup"]}}, field_manager="cloud-controller-manager")
+    apps.patch_namespaced_deployment("d", ns, {"metadata": {"labels": {"team": "a"}, "annotations": {
+        "backup.velero.io/backup-volumes": "data"}}, "spec": {"paused": True, "template": {"metadata": {
+            "labels": {"sidecar.istio.io/inject": "true"}}}}}, field_manager="kubectl")
+    apps.patch_namespaced_deployment_scale("d", ns, {"spec": {"replicas": 3}},
+                                           field_manager="horizontal-pod-autoscaler")
+
+    again = Manifests(kube_api, manifests.module, facts=first.facts).apply(objects)
+
+    assert again.foreign == []
+    assert core.read_namespaced_service_account("sa", ns).image_pull_secrets[0].name == "registry"
+    svc = core.read_namespaced_service("s", ns).metadata
+    assert svc.annotations["service.beta.kubernetes.io/aws-load-balancer-type"] == "nlb"
+    assert svc.finalizers == ["service.kubernetes.io/load-balancer-cleanup"]
+    dep = apps.read_namespaced_deployment("d", ns)
+    assert dep.metadata.labels["team"] == "a" and dep.spec.paused and dep.spec.replicas == 3
+    assert dep.spec.template.metadata.labels["sidecar.istio.io/inject"] == "true"
+    core.patch_namespaced_service("s", ns, {"metadata": {"finalizers": None}})
+
+
+def test_content_written_under_the_installers_own_name_is_repaired(kube_api: client.ApiClient,
+                                                                   module: tuple[Manifests, str]) -> None:
+    manifests, ns = module
+    objects = _objects(ns)
+    first = manifests.apply(objects)
+    forged = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": ns},
+              "spec": {"template": {"spec": {"containers": [
+                  {"name": "main", "image": "example.invalid/evil:1",
+                   "env": [{"name": "LD_PRELOAD", "value": "/evil.so"}]},
+                  {"name": "sidecar", "image": "example.invalid/evil:1"}]}}}}
+    _apply_as(kube_api, "ks-installer", forged)  # its own manager name: the metadata cannot tell
+
+    result = Manifests(kube_api, manifests.module, facts=first.facts).apply(objects)
+
+    spec = client.AppsV1Api(kube_api).read_namespaced_deployment("d", ns).spec.template.spec
+    assert [(c.name, c.image, c.env) for c in spec.containers] == [("main", "example.invalid/c:1", None)]
+    assert f"Deployment/{ns}/d" in result.changed
+
+
+def test_a_prune_deletes_only_the_object_the_module_made(kube_api: client.ApiClient,
+                                                         module: tuple[Manifests, str]) -> None:
+    manifests, ns = module
+    objects = _objects(ns)
+    first = manifests.apply(objects)
+    core = client.CoreV1Api(kube_api)
+    core.delete_namespaced_config_map("c", ns)
+    theirs = core.create_namespaced_config_map(ns, {"metadata": {"name": "c", "labels": {
+        "installer.kubesphere.io/module": manifests.module}}, "data": {"theirs": "1"}}, field_manager="ks-installer")
+    owner = Manifests(kube_api, manifests.module, facts=first.facts)
+
+    pruned = owner.prune_inventory([tuple(r) for r in first.applied_refs], [])
+
+    assert core.read_namespaced_config_map("c", ns).metadata.uid == theirs.metadata.uid
+    assert f"ConfigMap/{ns}/c: not the object the installer made (another UID)" in pruned.spared
+    assert f"Deployment/{ns}/d" in pruned.deleted
+
+
+def test_an_install_never_prunes_a_cluster_scoped_object_by_its_label(kube_api: client.ApiClient,
+                                                                     module: tuple[Manifests, str]) -> None:
+    manifests, ns = module
+    rbac = client.RbacAuthorizationV1Api(kube_api)
+    name = f"{ns}-victim"
+    rbac.create_cluster_role_binding({"metadata": {"name": name, "labels": {
+        "installer.kubesphere.io/module": manifests.module}}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": "x", "apiGroup": "rbac.authorization.k8s.io"}]},
+        field_manager="ks-installer")
+    try:
+        base = manifests.prune_base([], install=True)
+        assert not [r for r in base if r[3] == name]
+        assert f"ClusterRoleBinding/{name}" not in manifests.uninstall(None, timeout=60).deleted
+        rbac.read_cluster_role_binding(name)
+    finally:
+        delete_quietly(lambda: rbac.delete_cluster_role_binding(name))

@@ -1,33 +1,74 @@
-"""Which writes to an installed object count as drift."""
+"""Which writes to an installed object count as drift: what the API server wrote (UIDs, field sets, the values under
+the installer's fields), never a manager's name or an entry's time."""
 
 from __future__ import annotations
 
-import datetime as dt
 from types import SimpleNamespace
+from typing import Any
 
-from installer.engine.drift import foreign_editor
+from installer.engine import drift
+from installer.engine.records import Record, object_key
+from installer.objects.foreign import tree
+from installer.objects.manifests import facts_of
 
-APPLIED = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def _obj(*entries: dict) -> SimpleNamespace:
-    return SimpleNamespace(metadata={"managedFields": list(entries)})
-
-
-def _entry(manager: str, minute: int, subresource: str | None = None) -> dict:
-    entry = {"manager": manager, "operation": "Update", "time": f"2026-01-01T12:{minute:02d}:00Z"}
-    return {**entry, "subresource": subresource} if subresource else entry
+REF = ("v1", "ConfigMap", "kubesphere-system", "kubesphere-config")
+OURS = {"manager": "ks-installer", "operation": "Apply", "time": "2026-01-01T00:00:00Z",
+        "fieldsV1": tree([("f:data", "f:kubesphere.yaml"),
+                          ("f:metadata", "f:labels", "f:installer.kubesphere.io/module")])}
 
 
-def test_a_person_editing_after_the_run_is_drift() -> None:
-    assert foreign_editor(_obj(_entry("ks-installer", 0), _entry("kubectl-edit", 5)), APPLIED) == "kubectl-edit"
+def _live(uid: str = "u1", data: str = "a: 1\n", *others: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": REF[3], "namespace": REF[2], "uid": uid,
+                         "labels": {"installer.kubesphere.io/module": "ks-config"},
+                         "managedFields": [OURS, *others]},
+            "data": {"kubesphere.yaml": data}}
 
 
-def test_edits_before_the_run_are_not() -> None:
-    assert foreign_editor(_obj(_entry("kubectl-edit", 0)), APPLIED) is None
+class _Item(SimpleNamespace):
+    def to_dict(self) -> dict[str, Any]:
+        return self.raw
 
 
-def test_kubernetes_and_the_installer_are_not() -> None:
-    obj = _obj(_entry("kube-controller-manager-v1.34.4", 5), _entry("ks-installer-rollout", 6),
-               _entry("kubectl-edit", 7, subresource="status"), _entry("ks-installer", 8))
-    assert foreign_editor(obj, APPLIED) is None
+def _found(live: dict[str, Any], recorded: dict[str, Any], monkeypatch: Any) -> list[str]:
+    item = _Item(raw=live, metadata=SimpleNamespace(namespace=REF[2], name=REF[3], uid=live["metadata"]["uid"],
+                                                    labels=live["metadata"]["labels"]))
+    resource = SimpleNamespace(get=lambda **_: SimpleNamespace(items=[item]))
+    monkeypatch.setattr(drift, "DynamicClient", lambda api: SimpleNamespace(
+        resources=SimpleNamespace(get=lambda **_: resource)))
+    record = Record("ks-config", "h", {}, "2026-01-01T00:00:00Z", "v", (REF,), objects={object_key(REF): tuple(
+        facts_of(recorded))})
+    return drift.find_drift(None, {"ks-config": record}).get("ks-config", [])  # type: ignore[arg-type]
+
+
+def _entry(manager: str, *paths: tuple[str, ...]) -> dict[str, Any]:
+    return {"manager": manager, "operation": "Update", "time": "2026-01-01T00:00:00Z", "fieldsV1": tree(list(paths))}
+
+
+def test_an_object_as_the_installer_left_it_is_no_drift(monkeypatch: Any) -> None:
+    assert _found(_live(), _live(), monkeypatch) == []
+
+
+def test_another_writers_label_or_key_is_no_drift(monkeypatch: Any) -> None:
+    neighbour = _entry("kubectl-label", ("f:metadata", "f:labels", "f:team"), ("f:data", "f:extra"))
+    assert _found(_live("u1", "a: 1\n", neighbour), _live(), monkeypatch) == []
+
+
+def test_a_taken_field_is_drift_named_by_its_writer(monkeypatch: Any) -> None:
+    taken = _live("u1", "edited: true\n", _entry("kubectl-edit", ("f:data", "f:kubesphere.yaml")))
+    taken["metadata"]["managedFields"][0] = {**OURS, "fieldsV1": tree([
+        ("f:metadata", "f:labels", "f:installer.kubesphere.io/module")])}
+    assert _found(taken, _live(), monkeypatch) == [
+        "ConfigMap/kubesphere-system/kubesphere-config changed by kubectl-edit: data.kubesphere.yaml"]
+
+
+def test_a_value_written_under_the_installers_name_and_a_forged_date_is_drift(monkeypatch: Any) -> None:
+    forged = _live("u1", "evil: true\n")
+    forged["metadata"]["managedFields"] = [{**OURS, "time": "2099-01-01T00:00:00Z"}]
+    assert _found(forged, _live(), monkeypatch) == [
+        "ConfigMap/kubesphere-system/kubesphere-config changed by the installer's own field manager"]
+
+
+def test_an_object_made_again_by_someone_else_is_drift(monkeypatch: Any) -> None:
+    assert _found(_live("u2"), _live(), monkeypatch) == [
+        "ConfigMap/kubesphere-system/kubesphere-config replaced by an object the installer did not make"]

@@ -1,8 +1,10 @@
-"""Which fields of other writers the installer takes over and removes: field sets, never names or times."""
+"""Which fields of other writers the installer keeps and which it takes over and removes: field sets, never names or
+times. Fields the render does not set are kept unless they are denied content (a container, a volume, a webhook item,
+an RBAC rule, a Service port)."""
 
 from __future__ import annotations
 
-from installer.objects.foreign import clean, eviction, leaves, readable, rendered, tree
+from installer.objects.foreign import clean, eviction, guard, leaves, readable, rendered, tree
 
 SIDE = 'k:{"name":"sidecar"}'
 MAIN = 'k:{"name":"main"}'
@@ -55,19 +57,22 @@ def test_allow_listed_fields_are_kept_unless_the_render_sets_them() -> None:
     assert eviction("Deployment", [OURS, scaled, restarted], "t", unscaled) is None
     assert not clean("Deployment", [OURS, scaled], BODY)  # the render sets replicas: the apply takes it back
     cab = _entry("cainjector", ("f:webhooks", 'k:{"name":"w"}', "f:clientConfig", "f:caBundle"))
-    assert clean("ValidatingWebhookConfiguration", [OURS, cab])
+    hook = ("f:webhooks", 'k:{"name":"w"}')
+    hooks = {**OURS, "fieldsV1": tree([(*hook, "."), (*hook, "f:name")])}
+    assert clean("ValidatingWebhookConfiguration", [hooks, cab])
     ip = _entry("x", ("f:spec", "f:clusterIP"), ("f:spec", "f:externalIPs"))
     plan = eviction("Service", [OURS, ip], "t", {"kind": "Service", "spec": {}})
     assert plan is not None and plan.removed == {"x": ["spec.externalIPs"]}
     assert [leaves(e["fieldsV1"]) for e in plan.managed_fields if e["manager"] == "x"] == [[("f:spec", "f:clusterIP")]]
 
 
-def test_neither_the_installers_name_nor_a_date_hides_foreign_fields() -> None:
+def test_neither_the_installers_name_nor_a_date_hides_a_taken_field() -> None:
     forged = _entry("ks-installer-rollout", ("f:data", "f:extra"))
     dated = {**OURS, "time": "2099-01-01T00:00:00Z"}
-    assert not clean("ConfigMap", [dated, forged])
-    assert not clean("ConfigMap", [dated, {**forged, "manager": "ks-installer"}])  # an Update, not its apply
-    assert not clean("ConfigMap", [dated, {**forged, "subresource": "status"}])
+    body = {"kind": "ConfigMap", "data": {"extra": "rendered"}}
+    assert not clean("ConfigMap", [dated, forged], body)  # the render sets it: the apply takes it back
+    assert not clean("ConfigMap", [dated, {**forged, "manager": "ks-installer"}], body)  # an Update, not its apply
+    assert clean("ConfigMap", [dated, forged], {"kind": "ConfigMap", "data": {}})  # not rendered: another's key
     assert clean("ConfigMap", [dated])
     assert not clean("ConfigMap", [])  # nothing says the installer applied it
 
@@ -88,13 +93,77 @@ def test_rendered_follows_keys_of_list_items() -> None:
     assert not rendered(None, ("f:spec",))
 
 
-def test_the_map_an_allow_listed_annotation_lives_in_is_not_foreign() -> None:
+def test_annotations_on_a_pod_template_are_another_writers_to_keep() -> None:
     annotations = ("f:spec", "f:template", "f:metadata", "f:annotations")
     roll = _entry("ks-installer-rollout", (*annotations, "."), (*annotations, "f:installer.kubesphere.io/config-hash"))
-    assert clean("Deployment", [OURS, roll], BODY)
-    extra = _entry("x", (*annotations, "."), (*annotations, "f:evil"))
-    plan = eviction("Deployment", [OURS, extra], "t", BODY)
-    assert plan is not None and plan.removed == {"x": ["spec.template.metadata.annotations"]}
+    reloader = _entry("reloader", (*annotations, "."), (*annotations, "f:reloader.stakater.com/last-reloaded-from"))
+    assert clean("Deployment", [OURS, roll, reloader], BODY)
+    assert eviction("Deployment", [OURS, roll, reloader], "t", BODY) is None
+
+
+def _item(name: str) -> str:
+    return f'k:{{"name":"{name}"}}'
+
+
+HONEST = [
+    ("ServiceAccount", _entry("kubectl-patch", ("f:imagePullSecrets", _item("registry"), "."))),
+    ("Service", _entry("cloud-controller-manager", ("f:metadata", "f:annotations",
+                                                    "f:service.beta.kubernetes.io/aws-load-balancer-type"),
+                       ("f:metadata", "f:finalizers", 'v:"service.kubernetes.io/load-balancer-cleanup"'))),
+    ("Service", _entry("external-dns", ("f:metadata", "f:annotations", "f:external-dns.alpha.kubernetes.io/hostname"))),
+    ("Deployment", _entry("istioctl", ("f:spec", "f:template", "f:metadata", "f:labels", "f:sidecar.istio.io/inject"))),
+    ("Deployment", _entry("kubectl-rollout", ("f:spec", "f:paused"))),
+    ("Deployment", _entry("kubectl-label", ("f:metadata", "f:labels", "f:team"))),
+    ("Deployment", _entry("velero", ("f:metadata", "f:annotations", "f:backup.velero.io/backup-volumes"))),
+    ("Deployment", _entry("horizontal-pod-autoscaler", ("f:spec", "f:replicas"), subresource="scale")),
+    ("ConfigMap", _entry("kubectl-edit", ("f:data", "f:extra"))),
+]
+
+
+def test_what_honest_neighbours_add_where_the_render_is_silent_is_kept() -> None:
+    unscaled = {**BODY, "spec": {k: v for k, v in BODY["spec"].items() if k != "replicas"}}
+    for kind, entry in HONEST:
+        assert clean(kind, [OURS, entry], {**unscaled, "kind": kind}), (kind, entry["manager"])
+        assert eviction(kind, [OURS, entry], "t", {**unscaled, "kind": kind}) is None, (kind, entry["manager"])
+
+
+DENIED = [
+    ("ValidatingWebhookConfiguration", _entry("x", ("f:webhooks", _item("evil"), "."),
+                                              ("f:webhooks", _item("evil"), "f:clientConfig", "f:caBundle")),
+     ["webhooks[evil]"]),
+    ("ClusterRole", _entry("x", ("f:rules",)), ["rules"]),
+    ("ClusterRoleBinding", _entry("x", ("f:subjects",)), ["subjects"]),
+    ("Service", _entry("x", ("f:spec", "f:ports", 'k:{"port":22,"protocol":"TCP"}', "."),
+                       ("f:spec", "f:ports", 'k:{"port":22,"protocol":"TCP"}', "f:nodePort")),
+     ["spec.ports[port=22,protocol=TCP]"]),
+    ("Prometheus", _entry("x", ("f:spec", "f:containers"), ("f:spec", "f:volumes"), ("f:spec", "f:hostNetwork")),
+     ["spec.containers", "spec.hostNetwork", "spec.volumes"]),
+    ("CronJob", _entry("x", ("f:spec", "f:jobTemplate", "f:spec", "f:template", "f:spec", "f:hostPID")),
+     ["spec.jobTemplate.spec.template.spec.hostPID"]),
+    ("APIService", _entry("x", ("f:spec", "f:service", "f:namespace")), ["spec.service.namespace"]),
+]
+
+
+def test_denied_content_of_other_writers_is_removed_whatever_leaf_it_carries() -> None:
+    for kind, entry, removed in DENIED:
+        plan = eviction(kind, [OURS, entry], "t", {"kind": kind})
+        assert plan is not None and plan.removed == {"x": removed}, kind
+
+
+def test_the_guard_sees_a_value_written_under_the_installers_name_not_another_writers_label() -> None:
+    live = {"metadata": {"managedFields": [OURS]}, **{k: v for k, v in BODY.items() if k != "metadata"}}
+    before = guard(live)
+    labelled = {**live, "metadata": {"labels": {"team": "a"}, "managedFields": [OURS, _entry(
+        "kubectl-label", ("f:metadata", "f:labels", "f:team"))]}}
+    assert guard(labelled) == before
+    evil = {"spec": {"containers": [{"name": "main", "image": "evil"}]}}
+    forged = {**live, "spec": {**live["spec"], "template": evil}}
+    assert guard(forged) != before
+    taken = {**live, "metadata": {"managedFields": [{**OURS, "fieldsV1": tree([p for p in leaves(OURS["fieldsV1"])
+                                                                             if p[-1] != "f:image"])}]}}
+    assert guard(taken) != before
+    scaled = {**live, "spec": {**live["spec"], "replicas": 3}}
+    assert guard(scaled) == before  # replicas are left to a scale until the module's next run
 
 
 def test_a_service_account_is_planted_unless_labelled_or_the_originals_made_after_the_cc() -> None:
