@@ -33,7 +33,7 @@ from installer.engine.planning import (
 )
 from installer.engine.records import Intent, Record
 from installer.engine.run_report import RunReport
-from installer.engine.runner import PlaybookRunner, RunOutcome, clean_run_dirs, run_variables
+from installer.engine.runner import PlaybookRunner, RunOutcome, clean_run_dirs, killed_runs, run_variables
 from installer.engine.state import StateStore, write_mirror
 from installer.engine.state_codec import StateUnreadable
 from installer.engine.status import StatusWriter, mark_unreconciled, now_rfc3339
@@ -251,8 +251,30 @@ class Reconciler:
                          NAMESPACE)
             return result
 
+    def _record_killed_runs(self) -> None:
+        """A run killed mid-way (its container restarted, the run dir kept) left its inventory file: what it applied,
+        with the UIDs the API server returned to those writes, joins the module's record, so that the next prune or
+        uninstall removes exactly that (never objects that only carry the module's label)."""
+        killed = killed_runs(self.settings.run_dir)
+        if not killed:
+            return
+        try:
+            records, _ = self.store.load()
+        except StateUnreadable:
+            return  # the plan reports it
+        for module, (refs, facts) in killed.items():
+            record = records.get(module)
+            if record is None or record.intent is None or not refs:
+                continue
+            objects = {**record.objects, **{key: (uid, guard) for key, (uid, guard) in facts.items()}}
+            self.store.save(replace(record, inventory=tuple(sorted(set(record.inventory) | set(refs))),
+                                    objects=objects))
+            log.info("[%s] the run killed mid-way had applied %d objects: recorded as the module's", module,
+                     len(refs))
+
     def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None,
              remove_all: bool = False, purge_all: bool = False) -> ReconcileResult:
+        self._record_killed_runs()
         clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         planned = prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift,
                                remove_all=remove_all, purge_all=purge_all)

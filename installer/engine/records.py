@@ -59,7 +59,12 @@ class Record:
         return self.complete and self.hash == wanted
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The stored form. ``objects`` is stored as a list of [apiVersion, kind, namespace, name, uid, guard]: no
+        object's name becomes a key (shell-operator's snapshot filter withholds a record with a credential-like key,
+        installer.hook.STATE_JQ)."""
+        data = asdict(self)
+        data["objects"] = [[*key.split("|"), uid, guard] for key, (uid, guard) in sorted(self.objects.items())]
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Record:
@@ -100,7 +105,7 @@ class Record:
             raise ValueError("module: not a module name")
         return cls(module, _str(data, "hash", nullable=True), dict(inputs), _timestamp(data, "applied_at"),
                    _str(data, "version") or "", tuple(tuple(ref) for ref in inventory),  # type: ignore[misc]
-                   Intent(**intent) if intent is not None else None, _objects(data.get("objects", {})))
+                   Intent(**intent) if intent is not None else None, _objects(data.get("objects", [])))
 
 
 _UID = re.compile(r"[0-9a-f-]{1,64}")
@@ -113,17 +118,19 @@ def object_key(ref: tuple[str, ...] | list[str]) -> str:
 
 
 def _objects(data: Any) -> dict[str, tuple[str, str]]:
-    """:attr:`Record.objects` from its stored form, type-checked."""
-    if not isinstance(data, dict):
-        raise TypeError(f"objects: expected an object, got {_kind(data)}")
+    """:attr:`Record.objects` from its stored form (:meth:`Record.to_dict`), type-checked."""
+    if not isinstance(data, list):
+        raise TypeError(f"objects: expected an array, got {_kind(data)}")
     out: dict[str, tuple[str, str]] = {}
-    for key, value in data.items():
-        if not (isinstance(key, str) and key.count("|") == 3 and _printable_token(key, 4 * _TOKEN_LIMIT)):
-            raise ValueError("objects: a key is not an apiVersion, kind, namespace and name")
-        if not (isinstance(value, list | tuple) and len(value) == 2 and isinstance(value[0], str)
-                and isinstance(value[1], str) and _UID.fullmatch(value[0]) and _DIGEST.fullmatch(value[1])):
-            raise ValueError(f"objects[{key[:80]!r}]: expected [uid, guard digest]")
-        out[key] = (value[0], value[1])
+    for i, entry in enumerate(data):
+        if not (isinstance(entry, list) and len(entry) == 6 and all(isinstance(part, str) for part in entry)):
+            raise ValueError(f"objects[{i}]: expected [apiVersion, kind, namespace, name, uid, guard digest]")
+        ref, uid, guard = entry[:4], entry[4], entry[5]
+        if any("|" in part or not _printable_token(part, _TOKEN_LIMIT) for part in ref if part):
+            raise ValueError(f"objects[{i}]: not an apiVersion, kind, namespace and name")
+        if not (_UID.fullmatch(uid) and _DIGEST.fullmatch(guard)):
+            raise ValueError(f"objects[{i}]: expected a UID and a guard digest")
+        out[object_key(ref)] = (uid, guard)
     return out
 
 

@@ -224,6 +224,26 @@ def write_extravars(pdd: Path, variables: dict[str, Any]) -> Path:
     return path
 
 
+MODULE_FILE = "module"
+"""The file of a run's private data dir that names its module (read back from a killed run's leftovers)."""
+
+
+def killed_runs(run_dir: Path) -> dict[str, tuple[list[Ref], dict[str, list[str]]]]:
+    """What killed runs left in ``run_dir``: per module, the objects their applies wrote and what the API server
+    returned of each (UID, guard), read from their inventory files (a line cut short by the kill is skipped)."""
+    found: dict[str, tuple[list[Ref], dict[str, list[str]]]] = {}
+    for pdd in sorted(run_dir.glob("*/")) if run_dir.is_dir() else ():
+        try:
+            module = (pdd / MODULE_FILE).read_text(encoding="utf-8")
+        except OSError:
+            continue
+        refs, facts = found.setdefault(module, ([], {}))
+        inventory = pdd / "inventory.jsonl"
+        refs.extend(read_inventory(inventory))
+        facts.update(read_facts(inventory))
+    return found
+
+
 def clean_run_dirs(run_dir: Path) -> None:
     """Remove what a killed run left behind (its private data dir holds the spec as extra-vars)."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -295,6 +315,7 @@ class PlaybookRunner:
         with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
             extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
+            (Path(pdd) / MODULE_FILE).write_text(module.name, encoding="utf-8")
             write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
             # A file, not playbook=[plays]: the fork server's client takes it on its command line.
             playbook = write_playbook(Path(pdd) / "project", module, uninstall, self.settings.playbooks_dir)

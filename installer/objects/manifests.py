@@ -335,15 +335,26 @@ def record_generated(refs: list[Ref]) -> None:
     ApplyResult(applied_refs=list(refs)).record()
 
 
+def inventory_entries(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The lines of a run's inventory file (:meth:`ApplyResult.record`); a line a killed run left cut short is
+    skipped."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    entries = []
+    for line in lines:
+        try:
+            entries.append(json.loads(line))
+        except ValueError:
+            continue
+    return entries
+
+
 def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
     """The objects a run left applied, from the lines :meth:`ApplyResult.record` wrote (in order)."""
     live: dict[Ref, None] = {}
-    try:
-        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
-    except FileNotFoundError:
-        return []
-    for line in lines:
-        entry = json.loads(line)
+    for entry in inventory_entries(path):
         live.update(dict.fromkeys(tuple(r) for r in entry["applied"]))
         for r in entry["deleted"]:
             live.pop(tuple(r), None)  # type: ignore[arg-type]
@@ -353,12 +364,7 @@ def read_inventory(path: str | os.PathLike[str]) -> list[Ref]:
 def read_facts(path: str | os.PathLike[str]) -> dict[str, list[str]]:
     """What a run's inventory file records of each object it left applied (the last write of each)."""
     facts: dict[str, list[str]] = {}
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return {}
-    for line in lines:
-        entry = json.loads(line)
+    for entry in inventory_entries(path):
         facts.update(entry.get("facts") or {})
         for r in entry["deleted"]:
             facts.pop(object_key(r), None)
@@ -369,11 +375,7 @@ def read_notes(path: str | os.PathLike[str], key: str) -> list[str]:
     """One list of notes of a run's inventory file, each once: ``spared`` (what prunes and uninstalls left although
     it carries the module's label, and why) or ``foreign`` (the fields of other writers its applies removed, read
     here because a task with ``no_log`` hides its result)."""
-    try:
-        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115
-    except FileNotFoundError:
-        return []
-    return list(dict.fromkeys(s for line in lines for s in json.loads(line).get(key) or []))
+    return list(dict.fromkeys(s for entry in inventory_entries(path) for s in entry.get(key) or []))
 
 
 def digest(body: Obj) -> str:
@@ -951,7 +953,13 @@ class Manifests:
         deletes those of :data:`PURGED_KINDS`. A purge also looks at the module's labelled PVCs and Secrets."""
         result = ApplyResult()
         if recorded is None:  # by the label alone: never a cluster-scoped object (see labelled_refs)
-            owned = [o for o in self._owned(self._served_kinds(), result) if o["metadata"].get("namespace")]
+            owned = []
+            for obj in self._owned(self._served_kinds(), result):
+                if obj["metadata"].get("namespace"):
+                    owned.append(obj)
+                else:
+                    result.spared.append(f"{ident(obj)}: cluster-scoped, and no record of the module names it "
+                                         "(a label is no proof of whose it is)")
         else:
             owned = self._owned_refs(recorded, result)
             if purge:

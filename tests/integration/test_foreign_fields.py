@@ -221,7 +221,8 @@ def test_content_written_under_the_installers_own_name_is_repaired(kube_api: cli
     objects = _objects(ns)
     first = manifests.apply(objects)
     forged = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": ns},
-              "spec": {"template": {"spec": {"containers": [
+              "spec": {"selector": {"matchLabels": {"app": "d"}}, "template": {
+                  "metadata": {"labels": {"app": "d"}}, "spec": {"containers": [
                   {"name": "main", "image": "example.invalid/evil:1",
                    "env": [{"name": "LD_PRELOAD", "value": "/evil.so"}]},
                   {"name": "sidecar", "image": "example.invalid/evil:1"}]}}}}

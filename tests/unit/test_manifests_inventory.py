@@ -4,12 +4,14 @@ label query over kinds only where no inventory is recorded."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from installer.engine.runner import MODULE_FILE, killed_runs
 from installer.objects.manifests import Manifests, Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL
 
@@ -255,3 +257,17 @@ def test_create_only_applies_what_is_missing_and_keeps_the_module_s_others_in_it
     # Only the missing one is applied: the module's stays as it is (edits kept), the user's is left alone.
     assert applied == [["missing"]]
     assert sorted(r[3] for r in result.applied_refs) == ["missing", "ours"]  # never pruned; not the user's
+
+
+def test_a_killed_runs_inventory_is_read_up_to_its_cut_line(tmp_path: Any) -> None:
+    """A run killed while writing its inventory file leaves a line cut short: what the lines before it recorded (the
+    objects applied, the UIDs the API server returned) is what the next reconcile records of that run."""
+    pdd = tmp_path / "network-abcd1234"
+    pdd.mkdir()
+    (pdd / MODULE_FILE).write_text("network")
+    line = {"applied": [["v1", "Namespace", "", "weave"]], "deleted": [], "spared": [], "foreign": [],
+            "facts": {"v1|Namespace||weave": ["7d1c6a3e-0000-4000-8000-000000000001", "c" * 32]}}
+    (pdd / "inventory.jsonl").write_text(json.dumps(line) + "\n" + '{"applied": [["rbac.authorization')
+    (tmp_path / "stray").mkdir()  # not a run's dir: no module file
+    assert killed_runs(tmp_path) == {"network": ([("v1", "Namespace", "", "weave")],
+                                                 {"v1|Namespace||weave": line["facts"]["v1|Namespace||weave"]})}
