@@ -13,9 +13,9 @@
             With --from-v341 (a new demo only): first make the cluster what ks-installer v3.4.1 left
             (hack/v341_cluster.py: the default platform with redis and OpenLDAP as upstream v3.4.1's own templates
             and charts rendered it, tests/parity/upstream-v341/default, applied with kubectl and helm as its tasks
-            did, upstream's cc status, the original's installer Deployment), then switch as README's "Switching
-            from ks-installer v3.4.1" says (scale the original to 0, apply the manifest) and, once Ready, print what
-            the takeover did: objects deleted, workloads restarted (README lists the three that are),
+            did, upstream's cc status, the original's installer Deployment), then switch as docs/switching.md's "From
+            ks-installer v3.4.1" says (scale the original to 0, apply the manifest) and, once Ready, print what
+            the takeover did: objects deleted, workloads restarted (docs/switching.md lists the three that are),
             `helm list -A`, status.adoption and the takeover's log lines
     down    stop shell-operator and the cluster, remove the state dir
     status  what runs, and where the logs are
@@ -227,7 +227,7 @@ def report_v341(cluster: SimCluster, root: Path) -> None:
                                   "Helm releases no module")):
             print("  " + msg)
     if gone or set(rolled) - UPSTREAM_ROLLS:
-        raise SimClusterError("the takeover deleted objects or restarted workloads README does not list")
+        raise SimClusterError("the takeover deleted objects or restarted workloads docs/switching.md does not list")
 
 
 def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False, image: bool = False) -> int:

@@ -125,7 +125,7 @@ class Profile:
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
 #: password (redis): upstream v3.4.1's own objects.
 DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
-#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason README lists
+#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason docs/switching.md lists
 #: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
 #: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
 #: kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.

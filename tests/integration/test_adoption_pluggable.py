@@ -51,7 +51,7 @@ PLUGGABLE_REPLACED = frozenset({
 #: pods: their pod templates keep the charts' Helm labels, so the new Deployment adopts the original's ReplicaSet.
 PLUGGABLE_ROLLS = UPSTREAM_ROLLS
 #: Workloads the switch restarts because their roles render the pod template otherwise than v3.4.1's charts did, for
-#: a reason README gives ("Switching from ks-installer v3.4.1"): ks-devops' and Jenkins' LDAP manager password comes
+#: a reason docs/switching.md gives ("From ks-installer v3.4.1"): ks-devops' and Jenkins' LDAP manager password comes
 #: from a Secret as an environment variable (v3.4.1 wrote it into their configuration); OpenSearch's init container
 #: runs the busybox that v3.4.1's image list mirrors (1.31.1), not the chart's unpinned ``busybox:latest``. One that
 #: restarts and is not here, or is here and no longer restarts, fails the test.

@@ -1,7 +1,7 @@
 """Switching from KubeSphere 3.3.x: a cluster made of upstream v3.3.2's own objects (tests/parity/upstream-v332,
 every component on: the default platform with redis and OpenLDAP, and every pluggable module, logging on v3.3.2's
 Elasticsearch; applied as v3.3.2 did) switches to this installer and ends Ready at v3.4.1, where upstream's v3.4.1
-installer was the upgrade path (README, "Switching from 3.3.x"). One cluster covers the default platform's checks and
+installer was the upgrade path (docs/switching.md, "From 3.3.x"). One cluster covers the default platform's checks and
 the pluggable modules'."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def released(tag: str) -> dict[str, set[str]]:
 
 OLD, NEW = rendered("v3.3.2"), rendered("v3.4.1")
 #: The workloads whose pod template upstream v3.4.1 renders differently from v3.3.2 (new images, flags): upstream's
-#: ``helm upgrade`` / ``kubectl apply`` rolled them too. With the rolls of the switch from v3.4.1 (README's reasons),
+#: ``helm upgrade`` / ``kubectl apply`` rolled them too. With the rolls of the switch from v3.4.1 (docs/switching.md's reasons),
 #: the only ones the switch may restart.
 TEMPLATE_CHANGED = frozenset(k for k, o in OLD.items() if o["kind"] in WORKLOADS and k in NEW
                              and o["spec"]["template"] != NEW[k]["spec"]["template"])
@@ -80,7 +80,7 @@ DROPPED = frozenset(i for rel, idents in released("v3.3.2").items() if rel not i
 
 
 def why(key: str) -> str:
-    """Why a workload rolled at the switch (README, "Switching from 3.3.x")."""
+    """Why a workload rolled at the switch (docs/switching.md, "From 3.3.x")."""
     reasons = [r for r, keys in (("v3.4.1's template", TEMPLATE_CHANGED), ("credentials from Secrets", UPSTREAM_ROLLS),
                                  ("README's list", NOT_ALIGNED)) if key in keys]
     return ", ".join(reasons) + (", twice: kubesphere.yaml" if key in CONFIG_READERS else "")

@@ -40,7 +40,7 @@ def deployment(installer: Installer) -> Any:
 
 
 def test_chart_install_upgrade_and_uninstall(installer: Installer) -> None:
-    # What a user who applied deploy/kubesphere-installer.yaml does before installing the chart (README).
+    # What a user who applied deploy/kubesphere-installer.yaml does before installing the chart (docs/helm.md).
     adopt(lambda *args, check=True: kubectl(installer, *args, check=check), RELEASE, NAMESPACE)
     helm(installer, "upgrade", "--install", RELEASE, str(CHART), "-n", NAMESPACE, "--wait", "--timeout", "120s",
          "--set", "clusterConfiguration.create=true", "--set", "clusterConfiguration.spec.logging.enabled=false")
