@@ -125,10 +125,10 @@ class Profile:
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
 #: password (redis): upstream v3.4.1's own objects.
 DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": True}, upstream="default")
-#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason docs/switching.md lists
-#: ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret instead of `value:` in the
-#: pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager password v3.4.1 wrote into
-#: kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.
+#: The workloads whose pods the switch from upstream's own objects restarts, once each, for a reason
+#: docs/switching.md lists ("Switching from ks-installer v3.4.1"): OpenLDAP's passwords come from openldap-secret
+#: instead of `value:` in the pod spec; ks-apiserver's and ks-controller-manager's credentials (the LDAP manager
+#: password v3.4.1 wrote into kubesphere-config, the JWT key, the S3 keys, ...) from Secrets as environment variables.
 UPSTREAM_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
                             "Deployment/kubesphere-system/ks-controller-manager"})
 #: Every pluggable module v3.4.1 installs on a simulated cluster, as upstream v3.4.1's own objects (its profile
@@ -146,17 +146,28 @@ PLUGGABLE_V332 = Profile({k: v for k, v in PLUGGABLE_UPSTREAM.spec.items() if no
                          upstream="pluggable", tag="v3.3.2", upstream_cc=True)
 #: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
 MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
-#: What the original made and no module makes now (never adopted, never deleted).
+#: What the original made and no module makes now (never adopted, never deleted): a ConfigMap v3.3.2 created by its
+#: fixed name (installer/data/upstream-objects.json), which v3.4.1 no longer does.
 LEFTOVER: Obj = {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "kubesphere-legacy-settings", "namespace": NAMESPACE},
-                 "data": {"made-by": "ks-installer v3.4.1"}}
-CLUSTER_LEFTOVER: Obj = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                         "metadata": {"name": "kubesphere-legacy-viewer"},
-                         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
-#: A Helm release no module knows (someone's own chart in a KubeSphere namespace).
+                 "metadata": {"name": "notification-manager-template", "namespace": MONITORING},
+                 "data": {"made-by": "ks-installer v3.3.2"}}
+#: A Helm release no module knows (someone's own chart in a KubeSphere namespace): its release record names its
+#: objects, so they are listed as the original's, never deleted.
 UNKNOWN_RELEASE = ("extra-dashboards", MONITORING)
 UNKNOWN_OBJECT: Obj = {"apiVersion": "v1", "kind": "ConfigMap",
                        "metadata": {"name": "extra-dashboards", "namespace": MONITORING}, "data": {"a": "b"}}
+UNKNOWN_CLUSTER_OBJECT: Obj = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                               "metadata": {"name": "extra-dashboards-viewer"},
+                               "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}
+#: A user's own objects, applied with kubectl in KubeSphere's namespace and under a KubeSphere-like name: no record
+#: of the original names them, so they are never listed as its leftovers.
+USER_OBJECTS: list[Obj] = [
+    {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "team-settings", "namespace": NAMESPACE},
+     "data": {"team": "platform"}},
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+     "metadata": {"name": "kubesphere-team-viewer"},
+     "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]},
+]
 
 
 @dataclass
@@ -174,7 +185,10 @@ class V341Cluster:
     """``namespace/name`` of a Secret → the original's values of some of its keys."""
     status: dict[str, Any] = field(default_factory=dict)
     """The cc status the original left."""
-    leftovers: tuple[str, ...] = (ident(LEFTOVER), ident(CLUSTER_LEFTOVER))
+    leftovers: tuple[str, ...] = (ident(LEFTOVER), ident(UNKNOWN_OBJECT), ident(UNKNOWN_CLUSTER_OBJECT))
+    """What the takeover lists as the original's and leaves (status.adoption.unadopted)."""
+    others: tuple[str, ...] = tuple(ident(o) for o in USER_OBJECTS)
+    """A user's own objects in KubeSphere's namespaces, never listed."""
     unknown_release: str = f"{UNKNOWN_RELEASE[1]}/{UNKNOWN_RELEASE[0]}"
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -310,9 +324,9 @@ class Builder:
                         self.made.adopted.setdefault(module, []).append(key)
                     if values := creds.secret_values(original):
                         self.made.credentials[f"{rest[0]}/{rest[-1]}"] = values
-        self.apply([LEFTOVER, CLUSTER_LEFTOVER], "leftovers")
-        self.helm_install(*UNKNOWN_RELEASE, [UNKNOWN_OBJECT], "")
-        for obj in (LEFTOVER, CLUSTER_LEFTOVER, UNKNOWN_OBJECT):
+        self.apply([LEFTOVER, *USER_OBJECTS], "leftovers")
+        self.helm_install(*UNKNOWN_RELEASE, [UNKNOWN_OBJECT, UNKNOWN_CLUSTER_OBJECT], "")
+        for obj in (LEFTOVER, UNKNOWN_OBJECT, UNKNOWN_CLUSTER_OBJECT, *USER_OBJECTS):
             meta = obj["metadata"]
             self.made.refs[ident(obj)] = (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
         self.made.seconds["apply"] = time.monotonic() - begin

@@ -14,9 +14,9 @@ installer's
 - **Credentials** (the registry's ``Module.credentials``): the generated Secrets keep the values they have
   (installer.objects.random_secret, installer.objects.core_secret, installer.objects.certs); :class:`Takeover` logs
   which ones a module found (names and key names, never values).
-- **What no module makes** (:func:`leftovers`): objects in the KubeSphere namespaces that carry kubectl's
-  last-applied annotation or Helm's label and no module label, and Helm releases no module takes over, are
-  logged and listed in ``status.adoption``; they are never deleted.
+- **What no module makes** (:func:`leftovers`): objects without a module label that the original's records name
+  (its fixed object names, the manifests of its Helm releases; installer.engine.leftovers), and Helm releases no
+  module takes over, are logged and listed in ``status.adoption``; they are never deleted.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.engine.leftovers import Key, helm_records, named_by_original, release_objects
 from installer.modules import MODULES, get_module
-from installer.objects.field_takeover import HELM_LABEL, LAST_APPLIED
 from installer.settings import MODULE_LABEL, NAMESPACE
 
 log = logging.getLogger("installer")
@@ -143,27 +143,28 @@ def credentials_kept(api: client.ApiClient, found: dict[str, dict[str, str]]) ->
     return kept, changed
 
 
-def _left_over(meta: dict[str, Any], namespaces: set[str]) -> bool:
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    if MODULE_LABEL in labels or meta["name"].startswith(OWN_PREFIX):
+def _left_over(kind: str, meta: dict[str, Any], namespaces: set[str], released: set[Key]) -> bool:
+    """Whether an object is the original's and no module's: named by the original's records
+    (installer.engine.leftovers), in a KubeSphere namespace or cluster-scoped, without a module label."""
+    if MODULE_LABEL in (meta.get("labels") or {}) or meta["name"].startswith(OWN_PREFIX):
         return False
-    if "namespace" in meta:
-        return meta["namespace"] in namespaces and (
-            LAST_APPLIED in annotations or labels.get(HELM_LABEL[0]) == HELM_LABEL[1])
-    return annotations.get("meta.helm.sh/release-namespace") in namespaces or (
-        LAST_APPLIED in annotations and "kubesphere" in meta["name"])
+    namespace = meta.get("namespace") or ""
+    return (not namespace or namespace in namespaces) and named_by_original((kind, namespace, meta["name"]), released)
 
 
 def leftovers(api: client.ApiClient) -> dict[str, list[str]]:
-    """What the original made that no module took over: ``unadopted`` (``Kind/namespace/name`` of objects in
-    :data:`NAMESPACES` with kubectl's last-applied annotation or Helm's label and no module label; ``Kind/name`` of
-    cluster-scoped ones of a Helm release there, or applied with kubectl under a KubeSphere name) and
-    ``helmReleases`` (``namespace/release`` of the Helm releases left there)."""
+    """What the original made that no module took over: ``unadopted`` (``Kind/namespace/name``, or ``Kind/name`` of
+    a cluster-scoped object, of objects without a module label that the original's records name: its fixed object
+    names, or the manifest of a Helm release left in :data:`NAMESPACES`) and ``helmReleases`` (``namespace/release``
+    of the Helm releases left there)."""
     from kubernetes.dynamic import DynamicClient
     from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
     dyn = DynamicClient(api)
     wanted = set(NAMESPACES)
+    records = [r for r in helm_records(api, wanted)
+               if not (r.metadata.labels or {}).get("name", "").startswith(OWN_PREFIX)]
+    released = release_objects(records, {kind for _, kind in CLUSTER_LEFTOVER_KINDS})
     objects = []
     for api_version, kind in (*LEFTOVER_KINDS, *CLUSTER_LEFTOVER_KINDS):
         try:
@@ -174,12 +175,9 @@ def leftovers(api: client.ApiClient) -> dict[str, list[str]]:
             continue
         for item in json.loads(raw.data).get("items") or []:
             meta = item["metadata"]
-            if _left_over(meta, wanted):
+            if _left_over(kind, meta, wanted, released):
                 objects.append("/".join((kind, *([meta["namespace"]] if "namespace" in meta else []), meta["name"])))
-    records = client.CoreV1Api(api).list_secret_for_all_namespaces(label_selector="owner=helm").items
-    releases = {f"{r.metadata.namespace}/{(r.metadata.labels or {}).get('name', '')}" for r in records
-                if r.metadata.namespace in wanted and not (r.metadata.labels or {}).get("name", "").startswith(
-                    OWN_PREFIX)}
+    releases = {f"{r.metadata.namespace}/{(r.metadata.labels or {}).get('name', '')}" for r in records}
     return {"unadopted": sorted(objects), "helmReleases": sorted(releases)}
 
 

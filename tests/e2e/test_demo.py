@@ -98,9 +98,9 @@ def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None
 
 def test_demo_over_a_cluster_that_v341_installed(tmp_path: Path) -> None:
     """`up --from-v341`: the cluster the original left (upstream v3.4.1's own objects, Helm releases and installer
-    Deployment), the switch as docs/switching.md says, the real shell-operator under the installer's ServiceAccount: Ready,
-    nothing deleted, only the workloads docs/switching.md lists restarted, only the unknown release left in Helm, the leftovers
-    in status.adoption."""
+    Deployment), the switch as docs/switching.md says, the real shell-operator under the installer's ServiceAccount:
+    Ready, nothing deleted, only the workloads docs/switching.md lists restarted, only the unknown release left in
+    Helm, the leftovers in status.adoption."""
     state = tmp_path / "demo"
     try:
         up = demo("up", state, "--from-v341")

@@ -242,9 +242,11 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
 
     # What no module makes: logged and in status.adoption, not deleted.
     adoption = installer.status()["adoption"]
-    for leftover in (*made.leftovers, "ConfigMap/kubesphere-monitoring-system/extra-dashboards"):
+    for leftover in made.leftovers:
         assert leftover in adoption["unadopted"], (leftover, adoption)
         assert leftover in log, leftover
+    for theirs in made.others:  # a user's own, applied with kubectl there: no record of the original names them
+        assert theirs not in adoption["unadopted"] and theirs not in log, theirs
     assert adoption["helmReleases"] == unknown
     assert all(release in log for release in unknown)
     result.log = log

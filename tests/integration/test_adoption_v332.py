@@ -56,8 +56,8 @@ def released(tag: str) -> dict[str, set[str]]:
 
 OLD, NEW = rendered("v3.3.2"), rendered("v3.4.1")
 #: The workloads whose pod template upstream v3.4.1 renders differently from v3.3.2 (new images, flags): upstream's
-#: ``helm upgrade`` / ``kubectl apply`` rolled them too. With the rolls of the switch from v3.4.1 (docs/switching.md's reasons),
-#: the only ones the switch may restart.
+#: ``helm upgrade`` / ``kubectl apply`` rolled them too. With the rolls of the switch from v3.4.1
+#: (docs/switching.md's reasons), the only ones the switch may restart.
 TEMPLATE_CHANGED = frozenset(k for k, o in OLD.items() if o["kind"] in WORKLOADS and k in NEW
                              and o["spec"]["template"] != NEW[k]["spec"]["template"])
 #: v3.3.2's Elasticsearch (release elasticsearch-logging): upstream's v3.4.1 installer kept it as the log store
