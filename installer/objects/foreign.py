@@ -180,7 +180,8 @@ def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None 
     """The paths an entry of another writer owns that the installer takes: those the render (``body``) sets (its
     forced apply takes them back) and denied content (:func:`denied`; the apply removes it). Sharing the existence
     of an item the installer applied (``ours``: its entry's paths) is no foreign field (a caBundle injector names the
-    webhook it writes to)."""
+    webhook it writes to), nor is a field the installer's apply entry owns too: the API server keeps a field shared
+    only while every owner's value is the one the installer applied (a namespace it created before applying it)."""
     if is_ours(entry):
         return []
     paths = leaves(entry.get("fieldsV1") or {})
@@ -190,7 +191,7 @@ def foreign_paths(kind: str, entry: dict[str, Any], body: dict[str, Any] | None 
     kept_set = set(kept)
     out = []
     for path in paths:
-        if path in kept_set or (_structural(path) and (path in ours or shown[path] or _holds(path, kept))):
+        if path in kept_set or path in ours or (_structural(path) and (shown[path] or _holds(path, kept))):
             continue
         out.append(path)
     return out

@@ -55,7 +55,10 @@ def test_allow_listed_fields_are_kept_unless_the_render_sets_them() -> None:
     unscaled = {**BODY, "spec": {k: v for k, v in BODY["spec"].items() if k != "replicas"}}
     assert clean("Deployment", [OURS, scaled, restarted], unscaled)
     assert eviction("Deployment", [OURS, scaled, restarted], "t", unscaled) is None
-    assert not clean("Deployment", [OURS, scaled], BODY)  # the render sets replicas: the apply takes it back
+    # A scale to another value moves replicas off the installer's entry; the render sets it: the apply takes it back.
+    unowned = {**OURS, "fieldsV1": tree([p for p in leaves(OURS["fieldsV1"]) if p != ("f:spec", "f:replicas")])}
+    assert not clean("Deployment", [unowned, scaled], BODY)
+    assert clean("Deployment", [OURS, scaled], BODY)  # shared: the scale wrote the value the installer applied
     cab = _entry("cainjector", ("f:webhooks", 'k:{"name":"w"}', "f:clientConfig", "f:caBundle"))
     hook = ("f:webhooks", 'k:{"name":"w"}')
     hooks = {**OURS, "fieldsV1": tree([(*hook, "."), (*hook, "f:name")])}
