@@ -146,11 +146,11 @@ PLUGGABLE_V332 = Profile({k: v for k, v in PLUGGABLE_UPSTREAM.spec.items() if no
                          upstream="pluggable", tag="v3.3.2", upstream_cc=True)
 #: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
 MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
-#: What the original made and no module makes now (never adopted, never deleted): a ConfigMap v3.3.2 created by its
-#: fixed name (installer/data/upstream-objects.json), which v3.4.1 no longer does.
+#: What the original made and no module makes now (never adopted, never deleted): a Grafana dashboard upstream's
+#: monitoring role creates by its fixed name (installer/data/upstream-objects.json), which no module here makes.
 LEFTOVER: Obj = {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "notification-manager-template", "namespace": MONITORING},
-                 "data": {"made-by": "ks-installer v3.3.2"}}
+                 "metadata": {"name": "grafana-dashboard-apiserver", "namespace": MONITORING},
+                 "data": {"made-by": "ks-installer v3.4.1"}}
 #: A Helm release no module knows (someone's own chart in a KubeSphere namespace): its release record names its
 #: objects, so they are listed as the original's, never deleted.
 UNKNOWN_RELEASE = ("extra-dashboards", MONITORING)

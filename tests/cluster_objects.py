@@ -113,3 +113,28 @@ def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "conditi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.2)
+
+
+#: Cluster-scoped kinds a test's own cleanup never deletes (kept by every uninstall, or not a module's to lose).
+KEPT_CLUSTER_KINDS = {"CustomResourceDefinition", "Namespace", "PersistentVolume", "Node"}
+
+
+def sweep_cluster_scoped(api: client.ApiClient, module: str) -> list[str]:
+    """A test's cleanup, not the installer's: delete the cluster-scoped objects that carry ``module``'s label (an
+    uninstall without the module's record leaves them: a label is no proof of whose an object is); what it
+    deleted (``Kind/name``)."""
+    dyn = DynamicClient(api)
+    deleted: list[str] = []
+    for res in dyn.resources.search(namespaced=False):
+        verbs = getattr(res, "verbs", None) or []
+        if res.kind in KEPT_CLUSTER_KINDS or "/" in (res.name or "/") or not {"list", "delete"} <= set(verbs):
+            continue
+        try:
+            items = res.get(label_selector=f"{MODULE_LABEL}={module}").items
+        except (ApiException, NotFoundError, ResourceNotFoundError):
+            continue
+        for item in items:
+            with contextlib.suppress(ApiException, NotFoundError):
+                res.delete(name=item.metadata.name)
+                deleted.append(f"{res.kind}/{item.metadata.name}")
+    return deleted

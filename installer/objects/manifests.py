@@ -1068,13 +1068,15 @@ class Manifests:
                 continue
             meta = live.to_dict()["metadata"]
             known = self.facts.get(object_key(ref))
+            if (meta.get("labels") or {}).get(MODULE_LABEL) != self.module:
+                # Handed over (someone took the module's label off) or another module's now: never deleted. A
+                # label can only keep an object here, never make one deletable.
+                continue
             if known is not None:
                 if meta.get("uid") != known[0]:
                     result.spared.append(f"{ident(obj)}: not the object the installer made (another UID)")
                     continue
                 obj["metadata"]["uid"] = known[0]
-            elif (meta.get("labels") or {}).get(MODULE_LABEL) != self.module:
-                continue  # another module's now, or the user's
             elif not installer_managed(meta):
                 continue
             if (why := why_spared(self.module, ref_of(obj))) is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from simcluster import kill_tree, pid_alive, process_tree, tool_path
-from v341_cluster import UPSTREAM_ROLLS
+from v341_cluster import UPSTREAM_ROLLS, V341Cluster
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +112,8 @@ def test_demo_over_a_cluster_that_v341_installed(tmp_path: Path) -> None:
         assert set(ast.literal_eval(rolled[2].strip() or "[]")) == UPSTREAM_ROLLS, rolled[0]
         listed = up.stdout.split("$ helm list -A\n", 1)[1].split("status.adoption:", 1)[0]
         assert [line.split()[0] for line in listed.strip().splitlines()[1:]] == ["extra-dashboards"], listed
-        assert "ClusterRole/kubesphere-legacy-viewer" in up.stdout.split("status.adoption:", 1)[1]
+        adoption = up.stdout.split("status.adoption:", 1)[1]
+        assert all(f'"{leftover}"' in adoption for leftover in V341Cluster().leftovers), adoption
         assert "Retired Helm release kubesphere-system/ks-core: its objects now belong to module ks-core" in up.stdout
     finally:
         down = demo("down", state)

@@ -113,8 +113,9 @@ def test_core_parity(core: Installer) -> None:
     assert "ks-core" in core.reconcile_ok()
     assert cert_data(core) == data and check_webhooks(core) == ca_bundle
 
-    # Uninstall: webhooks gone, the built-in cluster-admin and the system workspace stay.
-    remove_core(core)
+    # Uninstall (with the record the reconcile wrote): webhooks gone, the built-in cluster-admin and the system
+    # workspace stay.
+    remove_core(core, sweep=False)
     for kind in WEBHOOK_KINDS:
         assert not owned(core, kind)
     with pytest.raises(ApiException):

@@ -11,6 +11,7 @@ from typing import Any
 import bcrypt
 import pytest
 import yaml
+from cluster_objects import sweep_cluster_scoped
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -18,6 +19,7 @@ from installer import KS_VERSION
 from installer.config.defaults import apply_defaults
 from installer.engine.plan import Action, Step
 from installer.engine.runner import PlaybookRunner
+from installer.engine.state import StateStore
 from installer.engine_settings import Settings
 from installer.objects.cluster import cluster_facts
 from installer.objects.rollout import CONFIG_HASH
@@ -30,20 +32,34 @@ WORKLOADS = ("ks-apiserver", "ks-console", "ks-controller-manager")
 
 
 def uninstall(installer: Installer, module: str) -> None:
-    """Run the module's uninstall play, as the engine would."""
+    """Run the module's uninstall play, as the engine would: with the module's record when the installer's state
+    has one (it deletes what the record names), which it then forgets."""
     base = installer.results.parent / "uninstall"
     settings = dataclasses.replace(Settings.from_env(), base_dir=base, playbooks_dir=None,
                                    roles_dir=REPO / "roles", results_dir=base / "results", max_parallel=1,
                                    module_timeout=600, console_timeout=1)
     variables = {**apply_defaults({}), **cluster_facts(installer.api), "ks_version": KS_VERSION,
                  "ks_namespace": NAMESPACE}
-    outcome = PlaybookRunner(settings, variables, threading.Event()).run(Step(module, Action.UNINSTALL))
+    store = StateStore(installer.api)
+    records = store.load()[0]
+    record = records.get(module)
+    runner = PlaybookRunner(settings, variables, threading.Event(), api=installer.api,
+                            inventories=lambda _: record.inventory if record else (),
+                            facts=lambda _: record.objects if record else {})
+    outcome = runner.run(Step(module, Action.UNINSTALL))
     assert outcome.ok, outcome.message
+    if record is not None:
+        store.forget(module)
 
 
-def remove_core(installer: Installer) -> None:
+def remove_core(installer: Installer, sweep: bool = True) -> None:
+    """Uninstall ks-config and ks-core; with ``sweep``, a test's cleanup then deletes what carries their label and
+    no record named (the ``installer`` fixture forgot the state)."""
     for module in ("ks-config", "ks-core"):
         uninstall(installer, module)
+    if sweep:
+        for module in ("ks-config", "ks-core"):
+            sweep_cluster_scoped(installer.api, module)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_objects import sweep_cluster_scoped
 from installer_state import cc_with
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -90,6 +91,9 @@ def _clean(api: client.ApiClient, sim: SimCluster) -> None:
     """Remove what an earlier, interrupted run may have left: the module's objects (the APIService first) and
     the test's Helm release."""
     Manifests(api, "metrics_server").uninstall(None, timeout=60)
+    # Without a record the uninstall leaves cluster-scoped objects (the APIService: nothing would serve it, and the
+    # namespace controller would wait on its discovery forever); the test's own cleanup deletes them.
+    sweep_cluster_scoped(api, "metrics_server")
     if helm(sim, "status", RELEASE, "--namespace", NS).returncode == 0:
         assert helm(sim, "uninstall", RELEASE, "--namespace", NS, "--wait").returncode == 0
 
