@@ -130,7 +130,7 @@ def test_ready_is_never_true_for_a_generation_not_reconciled(installer: Installe
         log = first.finish()
         assert f"generation {generation + 2} is not reconciled yet, Ready Unknown" in log
         ready, status = installer.condition("Ready"), installer.status()
-        assert (ready["status"], ready["reason"], status["observedGeneration"]) == ("Unknown", "Pending",
+        assert (ready["status"], ready["reason"], status["observedGeneration"]) == ("Unknown", "Progressing",
                                                                                     generation + 1)
         assert "Reconcile finished, Ready" in Hook(installer).finish()
         assert installer.condition("Ready")["observedGeneration"] == generation + 2
