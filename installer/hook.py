@@ -163,8 +163,8 @@ def _mark_progressing(contexts: list[dict[str, Any]]) -> None:
 
     try:
         mark_unreconciled(hook_api.HookCc(hook_api.endpoint()), {**cc})
-    except (hook_api.HookApiError, OSError, ValueError, KeyError) as exc:
-        log.debug("Ready left to the full reconcile: %s", exc)
+    except Exception:  # credentials it does not read, an unreachable API: a full reconcile does it first
+        log.debug("Ready not marked by the hook's first step", exc_info=True)
 
 
 def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:

@@ -4,7 +4,9 @@ shell-operator hands the hook the cc and the installer's state Secret as snapsho
 nothing to run and the cc's status already says the last reconcile finished Ready at the state the Secret holds,
 the hook only refreshes the generation the conditions were observed at, through ``$KUBERNETES_PATCH_PATH``; an
 edit of values no module reads also stores the new spec in the Secret there (a spec holding a credential goes to
-the full path: only the published defaults pass through shell-operator's files).
+the full path: only the published defaults pass through shell-operator's files). The snapshot is the cc as it was
+before the hook's first step (installer.hook._mark_progressing) turned Ready Unknown for the new generation: the
+patch file's status, applied once the hook exits, is the settled one.
 Anything else (a first install, a change, a failure, a retry or drift check due, a state the status did not see
 written) goes to the full reconcile, which re-reads everything from the API.
 """
@@ -83,7 +85,7 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
                                         "namespace": NAMESPACE, "name": STATE_SECRET, "mergePatch": {"data": store}})
         patch["stateDigest"] = data_digest(data)
         log.info("No module reads what changed: the spec is stored, nothing runs")
-    log.info("Settled from shell-operator's snapshots: no API call was needed")
+    log.info("Settled from shell-operator's snapshots: nothing was read from the API")
     log.info("Reconcile finished, Ready: %s", condition_of(status, "Ready").get("message", ""))
     if patch:
         _write_status_patch(Path(patch_path), patch)

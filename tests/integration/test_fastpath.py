@@ -59,6 +59,10 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     proc, ops = run_hook(installer, tmp_path, SPEC_BINDING, cc, secret)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not client_loaded(proc)
+    # Its first step, before the patch file is applied (here it never is): Ready Unknown at the new generation.
+    assert f"Generation {generation} is not reconciled yet: Ready is Unknown until it is" in proc.stderr
+    ready = next(c for c in installer.cc()["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("Unknown", "Progressing", generation)
     assert "Plan: nothing to do" in proc.stderr and "Reconcile finished, Ready: 4 modules installed" in proc.stderr
     assert "Settled from shell-operator's snapshots" in proc.stderr
     (op,) = ops
