@@ -156,14 +156,14 @@ def _mark_progressing(contexts: list[dict[str, Any]]) -> None:
         if items is not None:
             cc = items[0].get("object") if items else None
             break
-    if not isinstance(cc, dict) or unreconciled(cc) is None:
-        return
-    from installer import hook_api
-    from installer.engine.status import mark_unreconciled
-
     try:
+        if not isinstance(cc, dict) or unreconciled(cc) is None:
+            return
+        from installer import hook_api
+        from installer.engine.status import mark_unreconciled
+
         mark_unreconciled(hook_api.HookCc(hook_api.endpoint()), {**cc})
-    except Exception:  # credentials it does not read, an unreachable API: a full reconcile does it first
+    except Exception:  # a status it cannot read, credentials it does not, an unreachable API: the full path does it
         log.debug("Ready not marked by the hook's first step", exc_info=True)
 
 

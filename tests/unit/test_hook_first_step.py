@@ -133,3 +133,9 @@ def test_credentials_the_step_does_not_read_leave_it_to_the_full_reconcile(tmp_p
         hook_api.from_kubeconfig(kubeconfig)
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     hook._mark_progressing(_contexts(_cc(4, "20")))  # logged, not raised: the hook goes on
+
+
+def test_a_status_it_cannot_read_is_left_to_the_full_reconcile(api: FakeApi) -> None:
+    for status in ("not a status", {"conditions": "not a list"}, {"conditions": ["not a condition"]}):
+        hook._mark_progressing(_contexts({"metadata": {"generation": 4, "resourceVersion": "20"}, "status": status}))
+    assert api.requests == []
