@@ -33,7 +33,7 @@ from installer.engine.state_codec import (
     format_of,
     parse,
 )
-from installer.engine.status import Phase, condition_of
+from installer.engine.status import Phase, condition_of, now_rfc3339
 from installer.engine_settings import Settings
 from installer.modules import MODULES
 from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
@@ -155,8 +155,13 @@ def _public(spec: dict[str, Any]) -> bool:
 
 
 def _observed(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
-    conditions = [{**c, "observedGeneration": generation} if c.get("type") in CONDITIONS_IN_STEP else c
-                  for c in status.get("conditions") or []]
+    """The conditions at ``generation``; a Ready of an older one was turned Unknown by the hook's first step, and
+    turns True again now (its lastTransitionTime says so)."""
+    conditions = []
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("observedGeneration") != generation:
+            c = {**c, "lastTransitionTime": now_rfc3339()}
+        conditions.append({**c, "observedGeneration": generation} if c.get("type") in CONDITIONS_IN_STEP else c)
     return {"observedGeneration": generation, "conditions": conditions}
 
 

@@ -72,6 +72,8 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     assert status["observedGeneration"] == generation
     assert {c["type"]: (c["status"], c["observedGeneration"]) for c in status["conditions"]}["Ready"] == (
         "True", generation)
+    settled = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert settled["lastTransitionTime"] >= ready["lastTransitionTime"]  # True again after the Unknown
 
     # The schedule with no retry and no drift check due: settled, nothing written.
     installer.patch_status({"lastDriftCheck": "2999-01-01T00:00:00Z"})
