@@ -5,8 +5,9 @@
             chart), run shell-operator with this repo's hooks under the installer's ServiceAccount (as the
             pod does), create the default
             cluster-configuration unless a cc exists (your edits are kept), wait until a reconcile of the
-            running shell-operator has finished on the cc's current spec and is Ready (or print what failed,
-            from its status, and exit 1), print the welcome box and the cc.
+            running shell-operator has finished on the cc's current generation and is Ready there (or print what
+            failed, from its status, and exit 1), print the welcome box and the cc. A shell-operator it starts is a
+            new pod: its first run is a full reconcile, whose end the wait sees (the Lease it released).
             With --image: the installer image instead of this checkout (hack/image.sh build, cached; podman
             runs its entrypoint as the manifest's pod: the ServiceAccount's token, the container's env and volumes,
             a read-only root; hack/container_operator.py); the welcome box is read inside the container.
@@ -131,6 +132,7 @@ def start_operator(cluster: SimCluster, root: Path, image: str | None = None) ->
                              path_prepend=[cluster.bin_dir], die_with_parent=False)
     mark = operator.mark()  # a restarted operator appends to the same log: read only what it writes
     started = time.time()  # before it starts: each of its reconciles takes the Lease after this
+    new_pod(root)
     operator.start()
     atexit.unregister(operator.stop)
     assert operator.popen is not None
@@ -139,6 +141,12 @@ def start_operator(cluster: SimCluster, root: Path, image: str | None = None) ->
     operator.wait_for_log(r"Kubernetes bindings for hook are enabled successfully", timeout=60, since=mark)
     say(f"shell-operator runs (pid {operator.popen.pid}), log: {operator.log_path}")
     return started
+
+
+def new_pod(root: Path) -> None:
+    """A new operator is a new pod: its ``/kubesphere`` (an emptyDir) has no welcome file yet, so its first run is a
+    full reconcile (installer.engine.fastpath settles only where the welcome was written), which takes the Lease."""
+    (root / "kubesphere" / "playbooks" / "kubesphere_running").unlink(missing_ok=True)
 
 
 def start_container(cluster: SimCluster, root: Path, image: str) -> float:
@@ -154,6 +162,7 @@ def start_container(cluster: SimCluster, root: Path, image: str) -> float:
     operator = ContainerOperator(image, cluster.server, token, ca_pem, root)
     mark = operator.mark()
     started = time.time()
+    new_pod(root)
     operator.start()
     assert operator.popen is not None
     (root / "shell-operator.pid").write_text(json.dumps(operator.record(started)))
@@ -281,31 +290,47 @@ def _condition(status: dict[str, Any], kind: str) -> bool:
     return any(c["type"] == kind and c["status"] == "True" for c in status.get("conditions") or [])
 
 
-def reconciled_since(cluster: SimCluster, started: float) -> bool:
-    """Whether a reconcile that started after ``started`` (epoch seconds) has finished: the Lease every full
-    reconcile holds was acquired after it (its acquireTime is the reconcile's start) and has been released."""
+def lease_spec(cluster: SimCluster) -> dict[str, Any]:
+    """The spec of the Lease every full reconcile holds ({} when there is none)."""
     got = cluster.kubectl("get", "lease", LEASE, "-n", "kubesphere-system", "-o", "json", check=False)
-    spec = (json.loads(got.stdout).get("spec") or {}) if got.returncode == 0 else {}
-    if spec.get("holderIdentity") or not spec.get("acquireTime"):
+    return (json.loads(got.stdout).get("spec") or {}) if got.returncode == 0 else {}
+
+
+def reconciled_since(lease: dict[str, Any], started: float) -> bool:
+    """Whether a full reconcile that started after ``started`` (epoch seconds) has finished: ``lease`` (the Lease's
+    spec) was acquired after it (its acquireTime is the reconcile's start) and has been released."""
+    if lease.get("holderIdentity") or not lease.get("acquireTime"):
         return False
-    return dt.datetime.fromisoformat(spec["acquireTime"]).timestamp() >= started
+    return dt.datetime.fromisoformat(lease["acquireTime"]).timestamp() >= started
+
+
+def reconciled(cc: dict[str, Any], lease: dict[str, Any], started: float) -> bool:
+    """Whether ``cc`` (read after ``lease``) shows the finished reconcile of its current generation by the operator
+    started at ``started``: that operator's first run (a full reconcile, see :func:`new_pod`) has finished, and
+    the status, Ready included, speaks of the cc's generation. Ready True left by an earlier operator, or by an
+    edit's older generation, does not count."""
+    generation = (cc.get("metadata") or {}).get("generation")
+    status = cc.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c["type"] == "Ready"), None)
+    if ready is None or generation is None or _condition(status, "Reconciling"):
+        return False
+    observed = ready.get("observedGeneration", status.get("observedGeneration"))
+    return (observed, status.get("observedGeneration")) == (generation, generation) \
+        and reconciled_since(lease, started)
 
 
 def wait_reconciled(cluster: SimCluster, timeout: float, started: float) -> dict[str, Any]:
-    """The cc's status once a finished reconcile has observed its current spec (Ready or not), written by the
-    shell-operator started at ``started`` (epoch seconds): a status left by an earlier operator does not count,
-    except Ready, which a restarted operator settles without writing anything when the spec is unchanged."""
+    """The cc's status once :func:`reconciled` (Ready or not); a status naming no failures after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
-        fresh = reconciled_since(cluster, started)  # before the cc: its status is then at least that new
+        lease = lease_spec(cluster)  # before the cc: its status is then at least as new
         got = cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", "-o", "json", check=False)
-        cc = json.loads(got.stdout) if got.returncode == 0 else {"metadata": {}}
-        status = cc.get("status") or {}
-        reported = any(c["type"] == "Ready" for c in status.get("conditions") or [])
-        done = reported and status.get("observedGeneration") == cc["metadata"].get("generation") \
-            and not _condition(status, "Reconciling") and (fresh or _condition(status, "Ready"))
-        if done or time.monotonic() > deadline:  # a status that does not count names no failures
-            return status if done else {**(status if fresh else {}), "conditions": [
+        cc = json.loads(got.stdout) if got.returncode == 0 else {}
+        if reconciled(cc, lease, started):
+            return cc["status"]
+        if time.monotonic() > deadline:
+            fresh = reconciled_since(lease, started)
+            return {**((cc.get("status") or {}) if fresh else {}), "conditions": [
                 {"type": "Ready", "status": "False", "message": f"no finished reconcile after {int(timeout)}s"}]}
         time.sleep(2)
 

@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     hooklog.setup()
     contexts = read_binding_context(os.environ.get("BINDING_CONTEXT_PATH"))
     triggers = _triggers(contexts)
+    _mark_progressing(contexts)  # first: READY must not say True for an edit not reconciled yet
     if _settled(contexts, triggers):
         return 0
     cancel = threading.Event()
@@ -140,6 +141,30 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         log.exception("The installer failed unexpectedly (a bug: please report it with this log)")
         return 1
+
+
+def _mark_progressing(contexts: list[dict[str, Any]]) -> None:
+    """Turn Ready Unknown (reason Progressing) when the cc's snapshot shows a generation it was not True for
+    (installer.engine.status.mark_unreconciled), through the standard library's HTTP (installer.hook_api): the fast
+    path loads no Kubernetes client. The snapshot itself is left as it is, the fast path decides from it; when this
+    step cannot run, the full reconcile does it first."""
+    from installer.engine.status import unreconciled
+
+    cc = None
+    for context in reversed(contexts):  # the newest context that has the snapshot (empty: the cc is gone)
+        items = (context.get("snapshots") or {}).get(SPEC_BINDING)
+        if items is not None:
+            cc = items[0].get("object") if items else None
+            break
+    try:
+        if not isinstance(cc, dict) or unreconciled(cc) is None:
+            return
+        from installer import hook_api
+        from installer.engine.status import mark_unreconciled
+
+        mark_unreconciled(hook_api.HookCc(hook_api.endpoint()), {**cc})
+    except Exception:  # a status it cannot read, credentials it does not, an unreachable API: the full path does it
+        log.debug("Ready not marked by the hook's first step", exc_info=True)
 
 
 def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:

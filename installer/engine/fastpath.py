@@ -4,7 +4,9 @@ shell-operator hands the hook the cc and the installer's state Secret as snapsho
 nothing to run and the cc's status already says the last reconcile finished Ready at the state the Secret holds,
 the hook only refreshes the generation the conditions were observed at, through ``$KUBERNETES_PATCH_PATH``; an
 edit of values no module reads also stores the new spec in the Secret there (a spec holding a credential goes to
-the full path: only the published defaults pass through shell-operator's files).
+the full path: only the published defaults pass through shell-operator's files). The snapshot is the cc as it was
+before the hook's first step (installer.hook._mark_progressing) turned Ready Unknown for the new generation: the
+patch file's status, applied once the hook exits, is the settled one.
 Anything else (a first install, a change, a failure, a retry or drift check due, a state the status did not see
 written) goes to the full reconcile, which re-reads everything from the API.
 """
@@ -31,7 +33,7 @@ from installer.engine.state_codec import (
     format_of,
     parse,
 )
-from installer.engine.status import Phase, condition_of
+from installer.engine.status import Phase, condition_of, now_rfc3339
 from installer.engine_settings import Settings
 from installer.modules import MODULES
 from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
@@ -83,7 +85,7 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
                                         "namespace": NAMESPACE, "name": STATE_SECRET, "mergePatch": {"data": store}})
         patch["stateDigest"] = data_digest(data)
         log.info("No module reads what changed: the spec is stored, nothing runs")
-    log.info("Settled from shell-operator's snapshots: no API call was needed")
+    log.info("Settled from shell-operator's snapshots: nothing was read from the API")
     log.info("Reconcile finished, Ready: %s", condition_of(status, "Ready").get("message", ""))
     if patch:
         _write_status_patch(Path(patch_path), patch)
@@ -153,8 +155,13 @@ def _public(spec: dict[str, Any]) -> bool:
 
 
 def _observed(status: dict[str, Any], generation: int | None) -> dict[str, Any]:
-    conditions = [{**c, "observedGeneration": generation} if c.get("type") in CONDITIONS_IN_STEP else c
-                  for c in status.get("conditions") or []]
+    """The conditions at ``generation``; a Ready of an older one was turned Unknown by the hook's first step, and
+    turns True again now (its lastTransitionTime says so)."""
+    conditions = []
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("observedGeneration") != generation:
+            c = {**c, "lastTransitionTime": now_rfc3339()}
+        conditions.append({**c, "observedGeneration": generation} if c.get("type") in CONDITIONS_IN_STEP else c)
     return {"observedGeneration": generation, "conditions": conditions}
 
 

@@ -21,7 +21,7 @@ from installer.engine.plan import Action, Plan, Step
 from installer.engine.records import Record
 from installer.engine.retry import backoff_seconds
 from installer.engine.runner import RunOutcome
-from installer.engine.status import PHASES, LiveCc, Phase, StatusWriter, pending_message
+from installer.engine.status import PHASES, PROGRESSING, LiveCc, Phase, StatusWriter, pending_message
 from installer.modules import MODULES, get_module
 
 log = logging.getLogger("installer")
@@ -294,7 +294,7 @@ class RunReport:
             version = str(meta.get("resourceVersion"))
             current = meta.get("generation")
             if current != self.generation:
-                self.status.condition("Ready", None, "Pending", pending_message(current, self.generation, detail),
+                self.status.condition("Ready", None, PROGRESSING, pending_message(current, self.generation, detail),
                                       current)
                 self.status.flush()
                 log.info("Reconcile finished for generation %s (%s); generation %s is not reconciled yet, Ready "

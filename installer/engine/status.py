@@ -29,6 +29,8 @@ class Phase:
 
 
 PHASES = [value for key, value in vars(Phase).items() if key.isupper()]
+PROGRESSING = "Progressing"
+"""Ready's reason while the cc's generation is not reconciled yet (Ready ``Unknown`` at that generation)."""
 
 
 def condition_of(status: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def unreconciled(cc: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if ready.get("observedGeneration", status.get("observedGeneration")) == generation:
         return None
-    cond = {**ready, "status": "Unknown", "reason": "Pending", "observedGeneration": generation,
+    cond = {**ready, "status": "Unknown", "reason": PROGRESSING, "observedGeneration": generation,
             "message": pending_message(generation, ready.get("observedGeneration")),
             "lastTransitionTime": now_rfc3339()}
     return {"conditions": [cond if c.get("type") == "Ready" else c for c in status.get("conditions") or []]}

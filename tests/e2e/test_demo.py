@@ -31,8 +31,9 @@ def demo(command: str, state: Path, *flags: str) -> subprocess.CompletedProcess[
 def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None:
     """One demo from up to down: up reaches Ready and is idempotent; after the operator is restarted, a module Failed
     in the status the stopped one left (at the cc's current generation) does not end `up` at once: it waits for the
-    new operator's reconcile and reports that one (Ready again); a user's edit survives `up` and a failing module
-    ends it at once with the reason from status; down leaves nothing running."""
+    new operator's reconcile and reports that one (Ready again), as it does over a Ready True the stopped one left;
+    a user's edit survives `up` and a failing module ends it at once with the reason from status; down leaves
+    nothing running."""
     state = tmp_path / "demo"
     pids: list[int] = []
     try:
@@ -76,6 +77,14 @@ def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None
                                 "jsonpath={.status.modules.ks-core.phase}"], check=True, capture_output=True,
                                text=True).stdout
         assert phase == "Installed"
+        # Restarted again over a status that says Ready True at the cc's generation: `up` still waits for the new
+        # operator's own reconcile (a new pod: it writes the welcome file again) before the welcome box.
+        kill_tree(process_tree(pids[-1]))
+        again = demo("up", state)
+        assert again.returncode == 0 and "shell-operator runs" in again.stderr, again.stderr[-3000:]
+        assert "###              Welcome to KubeSphere!           ###" in again.stdout, again.stdout
+        assert "(no kubesphere_running yet)" not in again.stdout
+        pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
 
         # A user's edit survives `up`; a failing module ends `up` at once, with the reason from status.
         subprocess.run([*kubectl, "patch", "cc", "ks-installer", "--type=merge", "-p",

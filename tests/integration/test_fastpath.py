@@ -59,6 +59,10 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     proc, ops = run_hook(installer, tmp_path, SPEC_BINDING, cc, secret)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert not client_loaded(proc)
+    # Its first step, before the patch file is applied (here it never is): Ready Unknown at the new generation.
+    assert f"Generation {generation} is not reconciled yet: Ready is Unknown until it is" in proc.stderr
+    ready = next(c for c in installer.cc()["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("Unknown", "Progressing", generation)
     assert "Plan: nothing to do" in proc.stderr and "Reconcile finished, Ready: 4 modules installed" in proc.stderr
     assert "Settled from shell-operator's snapshots" in proc.stderr
     (op,) = ops
@@ -68,6 +72,8 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     assert status["observedGeneration"] == generation
     assert {c["type"]: (c["status"], c["observedGeneration"]) for c in status["conditions"]}["Ready"] == (
         "True", generation)
+    settled = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert settled["lastTransitionTime"] >= ready["lastTransitionTime"]  # True again after the Unknown
 
     # The schedule with no retry and no drift check due: settled, nothing written.
     installer.patch_status({"lastDriftCheck": "2999-01-01T00:00:00Z"})

@@ -130,7 +130,7 @@ def test_ready_is_never_true_for_a_generation_not_reconciled(installer: Installe
         log = first.finish()
         assert f"generation {generation + 2} is not reconciled yet, Ready Unknown" in log
         ready, status = installer.condition("Ready"), installer.status()
-        assert (ready["status"], ready["reason"], status["observedGeneration"]) == ("Unknown", "Pending",
+        assert (ready["status"], ready["reason"], status["observedGeneration"]) == ("Unknown", "Progressing",
                                                                                     generation + 1)
         assert "Reconcile finished, Ready" in Hook(installer).finish()
         assert installer.condition("Ready")["observedGeneration"] == generation + 2
@@ -174,3 +174,48 @@ def test_a_guarded_status_write_is_refused_once_the_cc_changed(installer: Instal
     finally:
         ccs.set_annotation("example.com/touched", None)
         installer.patch_status({"guardCheck": None})
+
+
+WAIT = ["wait", f"cc/{CC_NAME}", "-n", NAMESPACE]
+"""docs/ready.md's `kubectl wait` (each form's --for and --timeout follow)."""
+
+
+def kubectl(installer: Installer, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(tool_path("kubectl")), f"--kubeconfig={installer.kubeconfig}", *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_kubectl_wait_waits_for_the_reconcile_of_an_edit_no_installer_has_seen(installer: Installer) -> None:
+    """With no installer running, an edit leaves READY True at the older generation: the wait docs/ready.md gives
+    does not take it, the status-only jsonpath form it warns against does; the wait returns once the edit is
+    reconciled."""
+    Hook(installer).finish()  # whatever an earlier test left: reconciled at the cc's generation
+    generation = installer.cc()["metadata"]["generation"]
+    assert kubectl(installer, *WAIT, "--for=condition=Ready", "--timeout=0s").returncode == 0
+
+    edit(installer, 650)  # nothing runs the hook: no installer sees it
+    table = kubectl(installer, "get", "cc", CC_NAME, "-n", NAMESPACE).stdout
+    header, row = (line.split() for line in table.splitlines()[:2])
+    columns = dict(zip(header, row, strict=False))
+    assert (columns["READY"], columns["GENERATION"], columns["OBSERVED"]) == (
+        "True", str(generation + 1), str(generation)), table
+    waited = kubectl(installer, *WAIT, "--for=condition=Ready", "--timeout=3s")
+    assert waited.returncode != 0 and "timed out" in waited.stderr, waited
+    strict = kubectl(installer, *WAIT, f"--for=jsonpath={{.status.observedGeneration}}={generation + 1}",
+                     "--timeout=3s")
+    assert strict.returncode != 0 and "timed out" in strict.stderr, strict
+    naive = kubectl(installer, *WAIT, '--for=jsonpath={.status.conditions[?(@.type=="Ready")].status}=True',
+                    "--timeout=3s")
+    assert naive.returncode == 0, naive  # the pitfall: it takes the True of the older generation
+
+    waiting = subprocess.Popen([str(tool_path("kubectl")), f"--kubeconfig={installer.kubeconfig}", *WAIT,
+                                "--for=condition=Ready", "--timeout=300s"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(1)
+    assert waiting.poll() is None, waiting.communicate()
+    assert "Reconcile finished, Ready" in Hook(installer).finish()
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0 and "condition met" in out, (out, err)
+    assert installer.condition("Ready")["observedGeneration"] == generation + 1
+    assert kubectl(installer, *WAIT, f"--for=jsonpath={{.status.observedGeneration}}={generation + 1}",
+                   "--timeout=0s").returncode == 0

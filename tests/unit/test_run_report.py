@@ -246,7 +246,7 @@ def test_ready_is_true_only_for_the_generation_the_cc_still_has(tmp_path: Path) 
     live = LiveSink(8)
     _quiet_run(tmp_path, live).finish({}, stopping=False, welcome_running=False, state_revision=None)
     ready = live.condition("Ready")
-    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("Unknown", "Pending", 8)
+    assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("Unknown", "Progressing", 8)
     assert ready["message"].startswith("generation 8 is not reconciled yet; generation 7: 4 modules installed")
     assert live.status["observedGeneration"] == 7 and live.condition("Reconciling")["status"] == "False"
 
@@ -268,7 +268,7 @@ def test_an_edit_not_reconciled_turns_a_true_ready_unknown() -> None:
     cc = {"metadata": {"generation": 4}, "status": {"observedGeneration": 3, "conditions": [other, ready]}}
     (stalled, marked) = unreconciled(cc)["conditions"]  # type: ignore[index]
     assert stalled == other
-    assert (marked["status"], marked["reason"], marked["observedGeneration"]) == ("Unknown", "Pending", 4)
+    assert (marked["status"], marked["reason"], marked["observedGeneration"]) == ("Unknown", "Progressing", 4)
     assert marked["message"] == "generation 4 is not reconciled yet"
     assert unreconciled({**cc, "metadata": {"generation": 3}}) is None  # Ready is about this generation
     failed = {**ready, "status": "False"}
