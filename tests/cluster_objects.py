@@ -11,6 +11,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.resource import ResourceList
 
 from installer.objects.manifests import applied_by_installer
 from installer.settings import MODULE_LABEL
@@ -127,7 +128,9 @@ def sweep_cluster_scoped(api: client.ApiClient, module: str) -> list[str]:
     deleted: list[str] = []
     for res in dyn.resources.search(namespaced=False):
         verbs = getattr(res, "verbs", None) or []
-        if res.kind in KEPT_CLUSTER_KINDS or "/" in (res.name or "/") or not {"list", "delete"} <= set(verbs):
+        if isinstance(res, ResourceList) or res.kind in KEPT_CLUSTER_KINDS or "/" in (res.name or "/"):
+            continue
+        if not {"list", "delete"} <= set(verbs):
             continue
         try:
             items = res.get(label_selector=f"{MODULE_LABEL}={module}").items
