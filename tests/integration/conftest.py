@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import simcluster
 import yaml
-from cluster_objects import applied_objects, labelled_objects
+from cluster_objects import applied_objects, labelled_objects, sweep_cluster_scoped
 from engine_zygote import ENGINE
 from installer_state import DEFAULT_CC, REPO, cc_with, forget_installer
 from kubernetes import client
@@ -263,6 +263,10 @@ def platform(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None, 
     setup = Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "platform-setup")
     if not _platform_ready(setup):
         _reset(kube_api)
+        # An install without a record prunes nothing cluster-scoped (a label is no proof of whose an object is): what
+        # an earlier test's platform left there (etcd's rule group) goes first, as on a fresh cluster.
+        for module in sorted(PLATFORM):
+            sweep_cluster_scoped(kube_api, module)
         setup.apply_cc()
         setup.reconcile_ok()
     yield Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "results")

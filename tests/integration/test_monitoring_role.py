@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cluster_objects import sweep_cluster_scoped
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -54,9 +53,6 @@ UPSTREAM_OBJECTS = [
 @pytest.fixture
 def mon(installer: Installer) -> Iterator[Installer]:
     installer.env["KS_CONSOLE_TIMEOUT"] = "1"  # the console is ks-core's business, not this module's
-    # The ``installer`` fixture forgot the state: an install without a record prunes nothing cluster-scoped (a
-    # label is no proof), so what an earlier test's monitoring made there (etcd's rule group) would stay.
-    sweep_cluster_scoped(installer.api, "monitoring")
     yield installer
     with contextlib.suppress(ApiException):
         client.CoreV1Api(installer.api).delete_namespaced_secret(SECRET, NS)
