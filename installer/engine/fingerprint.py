@@ -20,6 +20,7 @@ from typing import Any
 
 from installer import yaml_c
 from installer.engine.plays import file_name, play_text, plays_of
+from installer.engine.unset import without_unset
 from installer.modules import Module
 from installer.spec import Spec, get
 
@@ -34,8 +35,9 @@ def _load(path: Path) -> Any:
 
 
 def inputs_of(module: Module, spec: Spec) -> dict[str, Any]:
-    """The module's input values, keyed by dotted path (missing paths are ``None``)."""
-    return {path: get(spec, path) for path in module.all_inputs}
+    """The module's input values, keyed by dotted path (missing paths are ``None``; an empty value that means unset
+    is absent too: installer.engine.unset)."""
+    return {path: without_unset(path, get(spec, path)) for path in module.all_inputs}
 
 
 def canonical(value: Any) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from installer.engine.changes import describe_changes
 from installer.engine.fingerprint import inputs_of, module_hash
 from installer.engine.records import Record
+from installer.engine.unset import inputs_without_unset
 from installer.modules import FIRST_INSTALL_ONLY, MODULES, Module, by_name, readers
 from installer.spec import Spec, get, has
 
@@ -123,6 +124,10 @@ def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, 
     if record is not None and record.installed:
         inputs, ignored = _first_install_only(inputs, record.inputs)
     digest = module_hash(module, inputs, files(module))
+    recorded = inputs_without_unset(record.inputs) if record is not None else {}
+    if record is not None and record.installed and record.hash != digest and recorded != record.inputs \
+            and module_hash(module, recorded, files(module)) == digest:
+        digest = record.hash  # recorded before empty values meant unset (installer.engine.unset): the same inputs
     missing = [r for r in module.requires if not enabled[r]]
     if missing:
         return Step(name, Action.BLOCKED, digest, inputs, reason=f"requires disabled module(s) {', '.join(missing)}")
@@ -133,7 +138,7 @@ def _step(module: Module, spec: Spec, record: Record | None, enabled: dict[str, 
     if record is None or not installed:
         unfinished = (f"its last {intent.action} did not finish ({intent.outcome})",) if intent else ()
         return Step(name, Action.INSTALL, digest, inputs, unfinished, reason="not installed")
-    changes = tuple(describe_changes(record.inputs, inputs)) if record.hash != digest else ()
+    changes = tuple(describe_changes(recorded, inputs)) if record.hash != digest else ()
     if record.hash != digest and not changes:
         changes = ("playbooks, roles or installer code changed",)
     if intent is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from simcluster import SimCluster
 
 from installer.engine import timeline
@@ -101,6 +102,13 @@ def test_kubekey_v300_cc_installs_and_its_check_prints_the_box_after_the_run(
     assert {"moved console -> common.core.console", "moved networkpolicy -> network.networkpolicy",
             "kept legacy devops.jenkinsJavaOpts_Xms (no longer read)"} <= set(status["migrations"])
     assert status["metricsServer"]["status"] == "enabled" and status["core"]["version"] == "v3.4.1"
+    # KubeKey applies its cc again with the optional keys spelled as unset ("" or null): nothing changed.
+    spec = yaml.safe_load((KUBEKEY / "cc_v3.0.0.yaml").read_text())["spec"]
+    installer.put_spec({**spec, "namespace_override": "", "zone": None})
+    proc = installer.reconcile()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert installer.ran(proc) == [], proc.stderr[-4000:]
+    assert installer.condition("Ready")["status"] == "True"
 
 
 def _watch(path: Path, stop: threading.Event, seen: list[str]) -> None:
