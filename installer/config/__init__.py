@@ -72,7 +72,8 @@ def prepare(raw_spec: object, previous_spec: dict[str, Any] | None = None, keep:
     errors += validate_transition(previous_spec if applied is None else applied, spec)
     errors = bounded([_as_written(e, moves) for e in errors] + _dropped_errors(raw_spec, moves, errors))
     kept = {p: v for p, v in kept.items() if get(plain, p) != v}
-    return Prepared(spec, [str(note) for note in notes], errors, kept, plain, warnings(spec) if not errors else [])
+    advice = warnings(spec, status) if not errors else []
+    return Prepared(spec, [str(note) for note in notes], errors, kept, plain, advice)
 
 
 def _as_written(error: SpecError, moves: list[Move]) -> SpecError:

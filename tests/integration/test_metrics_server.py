@@ -220,11 +220,16 @@ def test_an_old_helm_release_is_taken_over_in_place(metrics: Installer, sim_clus
     api = metrics.api
     builder = Builder(metrics, sim_cluster, tmp_path / "old")
     made = builder.rendered(metrics.apply_cc(**ON))["metrics_server"]
+    # The pod template as upstream v3.4.1's manifest wrote it: `affinity: {}` (kept by the API server, so part of
+    # the template's hash: a render without it would roll the pods) and `tolerations: []` (dropped).
+    pod = next(o for o in made if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    pod.update(affinity={}, tolerations=[])
     builder.helm_install(RELEASE, NS, made)
     assert f"{NS}/{RELEASE}" in releases(sim_cluster)
     before = live_objects(api, made)
     assert set(before) == OBJECTS
     deployment = before[f"Deployment/{NS}/metrics-server"]["metadata"]["uid"]
+    assert before[f"Deployment/{NS}/metrics-server"]["spec"]["template"]["spec"]["affinity"] == {}
     rollouts = replica_sets(api, deployment)
     assert rollouts
 

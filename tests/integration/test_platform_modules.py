@@ -13,6 +13,8 @@ from cluster_objects import delete_namespace
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from installer.settings import MODULE_LABEL
+
 from .conftest import Installer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
@@ -45,6 +47,23 @@ def import_job(installer: Installer) -> client.V1Job | None:
         raise
 
 
+def upstream_import_job(installer: Installer) -> client.V1Job:
+    """The import Job as upstream v3.4.1 left it (``kubectl apply`` of ks-openpitrix-import.yaml): no module label,
+    written by kubectl, a pod template unlike the render's."""
+    labels = {"app": "openpitrix", "component": "openpitrix-import-job", "version": "v3.3.2"}
+    image = "kubesphere/openpitrix-jobs:v3.3.2"
+    pod = {"serviceAccountName": "kubesphere", "restartPolicy": "OnFailure",
+           "initContainers": [{"name": "wait-apiserver", "image": image, "command": ["sh", "-c", "true"]}],
+           "containers": [{"name": "import", "image": image, "command": ["import-app", "import"],
+                           "volumeMounts": [{"mountPath": "/etc/kubesphere", "name": "kubesphere-config"}]}],
+           "volumes": [{"name": "kubesphere-config", "configMap": {"name": "kubesphere-config"}}]}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "openpitrix-import-job", "namespace": "kubesphere-system", "labels": labels},
+           "spec": {"backoffLimit": 100, "template": {"metadata": {"labels": labels}, "spec": pod}}}
+    return client.BatchV1Api(installer.api).create_namespaced_job(
+        "kubesphere-system", job, field_manager="kubectl-client-side-apply")
+
+
 def assert_topology(installer: Installer) -> None:
     apps = client.AppsV1Api(installer.api)
     for name in ("weave-scope-app", "weave-scope-cluster-agent"):
@@ -60,8 +79,15 @@ def test_network_openpitrix_and_telemetry(installer: Installer, telemetry_receiv
     on = {"network": {"topology": {"type": "weave-scope"}}, "openpitrix": {"store": {"enabled": True}},
           "common__s3": S3, "telemetry_enabled": True}
     installer.apply_cc(**on)
-    ran = installer.reconcile_ok()
+    # A switch from upstream: its import Job is there. The first reconcile takes it over and makes it again with the
+    # render's pod template (a Job's cannot change), as upstream's delete and apply did; no retry.
+    upstream = upstream_import_job(installer)
+    proc = installer.reconcile()
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    ran = installer.ran(proc)
     assert {"network", "openpitrix", "telemetry"} <= set(ran) and "minio" not in ran
+    assert installer.status()["modules"]["openpitrix"]["phase"] == "Installed"
+    assert not [line for line in proc.stderr.splitlines() if "openpitrix" in line and "fail" in line.lower()]
     assert_topology(installer)
 
     repo = builtin_repo(installer)
@@ -69,6 +95,8 @@ def test_network_openpitrix_and_telemetry(installer: Installer, telemetry_receiv
     assert repo["metadata"]["labels"]["installer.kubesphere.io/module"] == "openpitrix"
     job = import_job(installer)
     assert job and job.spec.template.spec.containers[0].command == ["import-app", "import"]
+    assert job.metadata.uid != upstream.metadata.uid and job.metadata.labels[MODULE_LABEL] == "openpitrix"
+    assert [c.name for c in job.spec.template.spec.init_containers] == ["wait-apiserver", "resolve-config"]
     # The external S3's keys: in Secret kubesphere-s3, named by variable in kubesphere.yaml, never written there.
     keys = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-s3", "kubesphere-system").data
     assert {k: base64.b64decode(v).decode() for k, v in keys.items()} == {
