@@ -116,18 +116,40 @@ def tool_path(name: str) -> Path:
     return path
 
 
+#: Ports handed out lately, by any process on this machine (two pytest workers start clusters at once): a port is
+#: free when asked for, and bound by its server only later, so one handed out within :data:`PORT_HOLD` seconds is
+#: never handed out again.
+PORTS_FILE = Path("/tmp/ks-installer-ports.json")
+PORT_HOLD = 3600
+
+
 def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``count`` distinct free TCP ports on 127.0.0.1, none handed out by this function (in any process) lately."""
+    socks: list[socket.socket] = []
+    with open(PORTS_FILE.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        now = time.time()
+        try:
+            recent = {int(k): v for k, v in json.loads(PORTS_FILE.read_text()).items() if now - v < PORT_HOLD}
+        except (OSError, ValueError, AttributeError):
+            recent = {}
+        try:
+            ports: list[int] = []
+            while len(ports) < count and len(socks) < count + 1000:
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                socks.append(s)  # held open until all are chosen: the kernel hands out another next
+                port = s.getsockname()[1]
+                if port not in recent:
+                    ports.append(port)
+            if len(ports) < count:
+                raise SimClusterError(f"no {count} free ports on 127.0.0.1 that were not handed out lately")
+            recent.update(dict.fromkeys(ports, now))
+            PORTS_FILE.write_text(json.dumps(recent))
+            return ports
+        finally:
+            for s in socks:
+                s.close()
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
