@@ -148,14 +148,10 @@ def _mark_progressing(contexts: list[dict[str, Any]]) -> None:
     (installer.engine.status.mark_unreconciled), through the standard library's HTTP (installer.hook_api): the fast
     path loads no Kubernetes client. The snapshot itself is left as it is, the fast path decides from it; when this
     step cannot run, the full reconcile does it first."""
+    from installer.engine.fastpath import snapshot
     from installer.engine.status import unreconciled
 
-    cc = None
-    for context in reversed(contexts):  # the newest context that has the snapshot (empty: the cc is gone)
-        items = (context.get("snapshots") or {}).get(SPEC_BINDING)
-        if items is not None:
-            cc = items[0].get("object") if items else None
-            break
+    cc = snapshot(contexts, SPEC_BINDING)
     try:
         if not isinstance(cc, dict) or unreconciled(cc) is None:
             return

@@ -11,9 +11,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
-from kubernetes.dynamic.resource import ResourceList
 
-from installer.objects.manifests import applied_by_installer
+from installer.objects.manifests import Manifests, applied_by_installer
 from installer.settings import MODULE_LABEL
 
 T = TypeVar("T")
@@ -120,24 +119,15 @@ def eventually(probe: Callable[[], T], timeout: float = 60, what: str = "conditi
 KEPT_CLUSTER_KINDS = {"CustomResourceDefinition", "Namespace", "PersistentVolume", "Node"}
 
 
-def sweep_cluster_scoped(api: client.ApiClient, module: str) -> list[str]:
-    """A test's cleanup, not the installer's: delete the cluster-scoped objects that carry ``module``'s label (an
-    uninstall without the module's record leaves them: a label is no proof of whose an object is); what it
-    deleted (``Kind/name``)."""
-    dyn = DynamicClient(api)
+def sweep_cluster_scoped(api: client.ApiClient, *modules: str) -> list[str]:
+    """A test's cleanup, not the installer's: delete the cluster-scoped objects the installer wrote that carry one
+    of ``modules``' labels (an uninstall without the module's record leaves them: a label is no proof of whose an
+    object is), found as an install finds labelled objects (Manifests.labelled), and wait until they are gone; what
+    it deleted (``Kind/name``)."""
+    labelled = Manifests(api, "").labelled()
     deleted: list[str] = []
-    for res in dyn.resources.search(namespaced=False):
-        verbs = getattr(res, "verbs", None) or []
-        if isinstance(res, ResourceList) or res.kind in KEPT_CLUSTER_KINDS or "/" in (res.name or "/"):
-            continue
-        if not {"list", "delete"} <= set(verbs):
-            continue
-        try:
-            items = res.get(label_selector=f"{MODULE_LABEL}={module}").items
-        except (ApiException, NotFoundError, ResourceNotFoundError):
-            continue
-        for item in items:
-            with contextlib.suppress(ApiException, NotFoundError):
-                res.delete(name=item.metadata.name)
-                deleted.append(f"{res.kind}/{item.metadata.name}")
+    for module in modules:
+        refs = [ref for ref in labelled.get(module, []) if not ref[2] and ref[1] not in KEPT_CLUSTER_KINDS]
+        objects = [{"apiVersion": v, "kind": k, "metadata": {"name": n}} for v, k, _, n in refs]
+        deleted += Manifests(api, module).delete_refs(objects, timeout=120).deleted
     return deleted

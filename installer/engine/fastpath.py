@@ -46,7 +46,7 @@ CONDITIONS_IN_STEP = ("Ready", "Stalled", "Reconciling", "ConsoleReady")
 """Conditions whose observedGeneration a no-op refreshes (their status stays)."""
 
 
-def _snapshot(contexts: list[dict[str, Any]], binding: str) -> dict[str, Any] | None:
+def snapshot(contexts: list[dict[str, Any]], binding: str) -> dict[str, Any] | None:
     """The object of a one-object snapshot, from the newest binding context that has it."""
     for context in reversed(contexts):
         items = (context.get("snapshots") or {}).get(binding)
@@ -59,7 +59,7 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
            settings: Settings) -> bool:
     """True when the event needs no reconcile (and the status was refreshed if needed); False: run the full one."""
     patch_path = os.environ.get(PATCH_ENV)
-    cc = _snapshot(contexts, spec_binding)
+    cc = snapshot(contexts, spec_binding)
     if not patch_path or cc is None:
         return False
     status = cc.get("status") or {}
@@ -68,7 +68,7 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
     if schedule_only:
         return not (refusal_to_recheck(status) or due_for_retry(status)
                     or drift_check_due(status, settings.drift_interval))
-    secret = _snapshot(contexts, state_binding)
+    secret = snapshot(contexts, state_binding)
     if secret is None or not _seen_by(status, secret):
         return False  # first install, or a state this status was not written after
     if not settings.running_file.exists():

@@ -265,8 +265,7 @@ def platform(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None, 
         _reset(kube_api)
         # An install without a record prunes nothing cluster-scoped (a label is no proof of whose an object is): what
         # an earlier test's platform left there (etcd's rule group) goes first, as on a fresh cluster.
-        for module in sorted(PLATFORM):
-            sweep_cluster_scoped(kube_api, module)
+        sweep_cluster_scoped(kube_api, *sorted(PLATFORM))
         setup.apply_cc()
         setup.reconcile_ok()
     yield Installer(kube_api, str(sim_cluster.kubeconfig), tmp_path / "results")

@@ -58,8 +58,7 @@ def remove_core(installer: Installer, sweep: bool = True) -> None:
     for module in ("ks-config", "ks-core"):
         uninstall(installer, module)
     if sweep:
-        for module in ("ks-config", "ks-core"):
-            sweep_cluster_scoped(installer.api, module)
+        sweep_cluster_scoped(installer.api, "ks-config", "ks-core")
 
 
 @pytest.fixture
