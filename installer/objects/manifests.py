@@ -1302,10 +1302,13 @@ def _condition(live: Any, type_: str) -> dict[str, Any] | None:
 def ready(live: Any) -> bool:
     """Whether an object is ready: a Deployment as ``kubectl rollout status`` says (the newest generation
     observed, every replica updated and available, no old replica left), a StatefulSet or DaemonSet with every
-    replica ready, a Job complete, an APIService Available."""
+    replica ready, a Job complete, an APIService Available. A Deployment its user paused (``kubectl rollout pause``)
+    rolls out nothing until resumed: it is left to them and counts as ready, as Helm's ``--wait`` counts it."""
     if live is None:
         return False
     spec, status, kind = live.spec, live.status or {}, live.kind
+    if kind == "Deployment" and spec.get("paused"):
+        return True
     if kind == "APIService":
         return (_condition(live, "Available") or {}).get("status") == "True"
     if kind == "Job":

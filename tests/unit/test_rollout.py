@@ -32,6 +32,12 @@ def test_pending_rollouts() -> None:
     assert not rolled_out(dep({}))
 
 
+def test_a_paused_deployment_is_left_to_its_user() -> None:
+    paused = dep({**DONE, "updatedReplicas": 1})  # a template change the pause holds back
+    paused.spec.paused = True
+    assert rolled_out(paused)
+
+
 def obj(kind: str, conditions: list[dict[str, str]]) -> ResourceInstance:
     return ResourceInstance(None, {"kind": kind, "metadata": {"name": "x", "namespace": "ns"},
                                    "spec": {}, "status": {"conditions": conditions}})
