@@ -17,7 +17,7 @@ from installer.ansible_tasks import (
 from installer.objects.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
 from installer.objects.credentials import Refused
 from installer.objects.kube import api_client
-from installer.objects.manifests import Ref, record_generated
+from installer.objects.manifests import ApplyResult, Ref, object_key, read_recorded_facts
 
 DOCUMENTATION = r"""
 module: ks_webhook_cert
@@ -55,16 +55,23 @@ def generated(p: dict[str, Any]) -> list[Ref]:
 def run(p: dict[str, Any]) -> dict[str, Any]:
     if len(p["keys"]) != 3:
         raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
+    ref = generated(p)[0]
     try:
         outcome = ensure_webhook_cert(api_client(), p["namespace"], p["module"], p["service"],
-                                      dt.timedelta(days=p["renew_before_days"]), layout(p))
+                                      dt.timedelta(days=p["renew_before_days"]), layout(p), recorded_fingerprint(ref))
     except Refused as exc:  # names the Secret and the rule, never a key
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no key material
         raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
-    record_generated(generated(p))
+    ApplyResult(applied_refs=[ref], facts={object_key(ref): outcome.facts} if outcome.facts else {}).record()
     return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle,
             WARNINGS_KEY: [outcome.note] if outcome.note else []}
+
+
+def recorded_fingerprint(ref: Ref) -> str | None:
+    """The certificate the module's record names for the Secret (installer.objects.certs.fingerprint), if any."""
+    known = read_recorded_facts().get(object_key(ref)) or []
+    return known[2] if len(known) > 2 else None
 
 
 def layout(p: dict[str, Any]) -> Layout:
@@ -110,7 +117,8 @@ def _live(args: dict[str, Any]) -> dict[str, Any]:
         live = secrets.get(name=cert_layout.secret, namespace=args["namespace"]).to_dict()
     except NotFoundError:
         return {"reason": "missing", "ca_bundle": GENERATED_CA}
-    reason = judge(live, cert_layout, args["service"], args["namespace"])
+    ref = ("v1", "Secret", args["namespace"] or "", cert_layout.secret)
+    reason = judge(live, cert_layout, args["service"], args["namespace"], recorded=recorded_fingerprint(ref))
     if reason is not None:
         return {"reason": reason, "ca_bundle": GENERATED_CA}
     labels = (live.get("metadata") or {}).get("labels") or {}

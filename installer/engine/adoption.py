@@ -15,7 +15,7 @@ installer's
   (installer.objects.random_secret, installer.objects.core_secret, installer.objects.certs); :class:`Takeover` logs
   which ones a module found (names and key names, never values).
 - **What no module makes** (:func:`leftovers`): objects without a module label that the original's records name
-  (its fixed object names, the manifests of its Helm releases; installer.engine.leftovers), and Helm releases no
+  (its fixed object names, the manifests of its Helm releases; installer.objects.originals), and Helm releases no
   module takes over, are logged and listed in ``status.adoption``; they are never deleted.
 """
 
@@ -29,8 +29,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.engine.leftovers import Key, helm_records, named_by_original, release_objects
 from installer.modules import MODULES, get_module
+from installer.objects.originals import Key, helm_records, named_by_original, release_objects
 from installer.settings import MODULE_LABEL, NAMESPACE
 
 log = logging.getLogger("installer")
@@ -145,7 +145,7 @@ def credentials_kept(api: client.ApiClient, found: dict[str, dict[str, str]]) ->
 
 def _left_over(kind: str, meta: dict[str, Any], namespaces: set[str], released: set[Key]) -> bool:
     """Whether an object is the original's and no module's: named by the original's records
-    (installer.engine.leftovers), in a KubeSphere namespace or cluster-scoped, without a module label."""
+    (installer.objects.originals), in a KubeSphere namespace or cluster-scoped, without a module label."""
     if MODULE_LABEL in (meta.get("labels") or {}) or meta["name"].startswith(OWN_PREFIX):
         return False
     namespace = meta.get("namespace") or ""

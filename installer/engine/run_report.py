@@ -23,6 +23,7 @@ from installer.engine.retry import backoff_seconds
 from installer.engine.runner import RunOutcome
 from installer.engine.status import PHASES, PROGRESSING, LiveCc, Phase, StatusWriter, pending_message
 from installer.modules import MODULES, get_module
+from installer.spec import get
 
 log = logging.getLogger("installer")
 RULE = "*" * 50
@@ -254,9 +255,15 @@ class RunReport:
         modules = self.status.current.get("modules") or {}
         for step in self.plan.steps:  # Failed or Blocked before, but what is installed matches the spec again
             phase = (modules.get(step.module) or {}).get("phase")
-            if step.action == Action.UNCHANGED and self.complete(step.module) and phase != Phase.INSTALLED:
+            if step.action != Action.UNCHANGED or not self.complete(step.module):
+                continue
+            if phase != Phase.INSTALLED:
                 self.status.module(step.module, Phase.INSTALLED, hash=step.hash, attempts=None,
                                    nextRetryTime=None, message=step.note or None)
+            # A cc deleted and created again starts with no status: upstream's keys come back for what is installed.
+            for key, on in get_module(step.module).status_keys(self.spec).items():
+                if on and (get(self.status.current, key) or {}).get("status") != "enabled":
+                    self.status.enabled(key)
         problems = "; ".join(p for p in (
             f"failed: {', '.join(failed)}" if failed else "",
             f"not installed: {', '.join(pending)}" if pending else "",

@@ -31,6 +31,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 
 from installer.objects.credentials import Refused, public_key_problem, type_problem
 from installer.objects.field_takeover import take_over
+from installer.objects.foreign import guard
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "ks-controller-manager-webhook-cert"
@@ -145,16 +146,20 @@ def problem(data: dict[str, bytes], names: list[str], now: dt.datetime | None = 
     if missing:
         return f"missing {', '.join(missing)}"
     try:
-        ca = x509.load_pem_x509_certificate(data["ca.crt"]) if data.get("ca.crt") else None
+        bundle = x509.load_pem_x509_certificates(data["ca.crt"]) if data.get("ca.crt") else []
         cert = x509.load_pem_x509_certificate(data["tls.crt"])
         key = serialization.load_pem_private_key(data["tls.key"], password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm):
         return "unreadable certificate or key"
     now = now or _now()
-    found = [("the CA certificate", ca)] if ca is not None else []
+    found = [("the CA certificate" if len(bundle) == 1 else f"CA certificate {i + 1} of {len(bundle)}", ca)
+             for i, ca in enumerate(bundle)]
     for what, certificate in [*found, ("the certificate", cert)]:
         if reason := certificate_problem(certificate, what, now, max_validity):
             return reason
+    if len(bundle) > 1:  # the whole file becomes the webhooks' caBundle: each CA in it could sign for the Service
+        return f"the CA file holds {len(bundle)} certificates (one CA expected)"
+    ca = bundle[0] if bundle else None
     if ca is not None and not is_ca(ca):
         return "the CA certificate is not a CA"
     if ca is not None and not issued_by(cert, ca):
@@ -254,18 +259,34 @@ DEFAULT_LAYOUT = Layout()
 
 @dataclass
 class CertOutcome:
-    """What ensure did; ``ca_bundle`` is the CA certificate (base64 PEM) for the webhooks' caBundle."""
+    """What ensure did; ``ca_bundle`` is the CA certificate (base64 PEM) for the webhooks' caBundle; ``facts`` what
+    the module's record keeps of the Secret ([UID, guard, :func:`fingerprint`])."""
 
     changed: bool
     reason: str
     ca_bundle: str
     note: str = ""
+    facts: list[str] | None = None
+
+
+def fingerprint(data: dict[str, bytes]) -> str:
+    """What the installer records of a certificate it made or kept: ``cert:`` and the SHA-256 of the CA file and the
+    certificate as found (public data only)."""
+    digest = hashlib.sha256()
+    for key in KEYS[:2]:
+        digest.update(hashlib.sha256(data.get(key) or b"").digest())
+    return f"cert:{digest.hexdigest()}"
+
+
+NOT_RECORDED = "not the certificate the installer made or took over (its record names another)"
 
 
 def judge(live: dict[str, Any], layout: Layout, service: str, namespace: str,
-          renew_before: dt.timedelta = RENEW_BEFORE) -> str | None:
+          renew_before: dt.timedelta = RENEW_BEFORE, recorded: str | None = None) -> str | None:
     """Why the found Secret ``live`` (``{}``: none) is to be replaced (None: kept); :class:`Refused` when it cannot be:
-    a type other than Opaque or kubernetes.io/tls (ServiceAccount token Secrets get their data rewritten)."""
+    a type other than Opaque or kubernetes.io/tls (ServiceAccount token Secrets get their data rewritten).
+    ``recorded``: the :func:`fingerprint` the module's record holds (None: no record of it, as at a first install or
+    a takeover, where a good certificate is kept and recorded): any other certificate is replaced."""
     if not live:
         return "missing"
     if rule := type_problem(live.get("type"), TYPES):
@@ -275,36 +296,43 @@ def judge(live: dict[str, Any], layout: Layout, service: str, namespace: str,
         current = layout.from_secret(live.get("data") or {})
     except ValueError:
         return "unreadable certificate or key"
-    return problem(current, required_names(service, namespace), renew_before=renew_before,
-                   max_validity=layout.max_validity)
+    reason = problem(current, required_names(service, namespace), renew_before=renew_before,
+                     max_validity=layout.max_validity)
+    if reason is None and recorded is not None and fingerprint(current) != recorded:
+        return NOT_RECORDED
+    return reason
 
 
 def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, service: str,
-                        renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT) -> CertOutcome:
-    """Create the Secret, keep it when it is good, replace it when :func:`problem` says so. A kept Secret without
-    the CA certificate stays so; the webhooks trust what :func:`trusted_bundle` says."""
+                        renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT,
+                        recorded: str | None = None) -> CertOutcome:
+    """Create the Secret, keep it when it is good (and the one ``recorded``: see :func:`judge`), replace it when
+    :func:`judge` says so. A kept Secret without the CA certificate stays so; the webhooks trust what
+    :func:`trusted_bundle` says."""
     secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     names = dns_names(service, namespace)
     try:
         live = secrets.get(name=layout.secret, namespace=namespace).to_dict()
     except NotFoundError:
         live = {}
-    reason = judge(live, layout, service, namespace, renew_before)
+    reason = judge(live, layout, service, namespace, renew_before, recorded)
     current = layout.from_secret(live.get("data") or {}) if reason is None else {}
     labels = (live.get("metadata") or {}).get("labels") or {}
     wanted = {**MANAGED_BY, MODULE_LABEL: module}
     if reason is None and wanted.items() <= labels.items():
-        return CertOutcome(False, "kept", base64.b64encode(trusted_bundle(api, namespace, service, current)).decode())
+        return CertOutcome(False, "kept", base64.b64encode(trusted_bundle(api, namespace, service, current)).decode(),
+                           facts=[str(live["metadata"].get("uid") or ""), guard(live), fingerprint(current)])
     data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
     if live:  # made by the original installer (or by hand): its fields (other keys too) become the installer's
         take_over(secrets, live["metadata"], "v1")
     body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or layout.type,
             "metadata": {"name": layout.secret, "namespace": namespace, "labels": wanted},
             "data": {**(live.get("data") or {}), **layout.to_secret(data)}}
-    secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
-                              force_conflicts=True)
+    after = secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace,
+                                      field_manager=FIELD_MANAGER, force_conflicts=True).to_dict()
     bundle = trusted_bundle(api, namespace, service, data) if reason is None else data["ca.crt"]
-    outcome = CertOutcome(True, reason or "labelled", base64.b64encode(bundle).decode())
+    outcome = CertOutcome(True, reason or "labelled", base64.b64encode(bundle).decode(),
+                          facts=[str(after["metadata"].get("uid") or ""), guard(after), fingerprint(data)])
     if reason not in (None, "missing"):
         outcome.note = f"Secret {namespace}/{layout.secret}: replaced the certificate found there: {reason}"
     return outcome

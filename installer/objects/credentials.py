@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
+import unicodedata
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +22,8 @@ from installer.escape import escaped
 
 #: Upstream generated the JWT signing key as 32 random characters (RFC 7518 §3.2 asks for 256 bits for HS256).
 JWT_KEY_MIN = 32
+#: The least estimated entropy (:func:`entropy_bits`) a found JWT key may have: 32 random hexadecimal digits pass.
+JWT_KEY_MIN_BITS = 88
 RSA_MIN_BITS = 2048
 EC_MIN_BITS = 256
 #: What KubeSphere asks of a password, as (pattern, what the password lacks when it does not match).
@@ -62,10 +67,25 @@ def decoded(namespace: str, name: str, data: Mapping[str, str] | None) -> dict[s
 
 
 def jwt_key_problem(key: str) -> str | None:
-    """Why ``key`` cannot sign KubeSphere's tokens (HS256)."""
+    """Why ``key`` cannot sign KubeSphere's tokens (HS256): too short, or guessable whatever its length (a space,
+    a control or format character, a repeated pattern, or too little entropy for its length)."""
+    what = "the JWT signing key (key 'secret')"
     if len(key) < JWT_KEY_MIN:
-        return f"the JWT signing key (key 'secret') is shorter than {JWT_KEY_MIN} characters"
+        return f"{what} is shorter than {JWT_KEY_MIN} characters"
+    if any(unicodedata.category(c)[0] in "CZ" for c in key):
+        return f"{what} holds spaces, control or format characters"
+    if key in (key + key)[1:-1]:
+        return f"{what} repeats a shorter pattern"
+    if (bits := entropy_bits(key)) < JWT_KEY_MIN_BITS:
+        return f"{what} is too predictable (about {bits:.0f} bits; at least {JWT_KEY_MIN_BITS})"
     return None
+
+
+def entropy_bits(text: str) -> float:
+    """An estimate of ``text``'s entropy: its length times the Shannon entropy of its characters' frequencies
+    (32 random letters and digits: 126 or more; 32 hexadecimal digits: 93 or more; ``aaab...``: few)."""
+    counts = Counter(text)
+    return -len(text) * sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
 
 
 def nonempty_problem(key: str, value: str) -> str | None:

@@ -39,6 +39,7 @@ from kubernetes.dynamic.resource import ResourceList
 from installer import yaml_c
 from installer.objects.field_takeover import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
 from installer.objects.foreign import clean, eviction, guard
+from installer.objects.originals import Key, helm_records, named_by_original, release_objects
 from installer.objects.ownership import why_spared
 from installer.settings import (
     APPLIED_ANNOTATION,
@@ -430,15 +431,14 @@ def planted_note(kind: str, module: str) -> str:
 JSON_PATCH = "application/json-patch+json"
 
 
-def planted(meta: Obj, module: str, cc_created: str) -> bool:
-    """Whether an existing ServiceAccount of the module's render (``meta``: its metadata) is one the module must not
-    take over as it is (tokens minted for it would stay valid), so it is deleted and created again: one without the
-    module's label, unless it is the original installer's (its fields written by kubectl's client-side apply or
-    Helm, and created after the cc, ``cc_created``). Creation times are the API server's: a ServiceAccount planted
-    before KubeSphere's cc existed is recreated however it was written."""
-    if (meta.get("labels") or {}).get(MODULE_LABEL) == module:
-        return False
-    return not (legacy_entries(meta) and str(meta.get("creationTimestamp") or "") >= cc_created)
+def planted(meta: Obj, named: bool, cc_created: str) -> bool:
+    """Whether an existing ServiceAccount of a module's render, which no record of the module names (``meta``: its
+    metadata), must be deleted and created again (tokens minted for it would stay valid): unless a record of the
+    original installer names it (``named``: installer.objects.originals) and the API server created it after the cc
+    (``cc_created``), as the original did. Only what the API server wrote and the original's records decide: a
+    label, a field manager or an annotation is anyone's to write, and a ServiceAccount made before the cc existed
+    is recreated whoever made it."""
+    return not (named and str(meta.get("creationTimestamp") or "") >= cc_created)
 
 
 def selector_change(live: Obj, body: Obj) -> str | None:
@@ -505,6 +505,7 @@ class Manifests:
         self.module = module
         self.dry_run = dry_run
         self._cc_created: str | None = None
+        self._released: dict[str, set[Key]] = {}  # per namespace: what the Helm releases left there name
         self._facts = facts
         """The module's recorded facts (UIDs it owns); None: read from the run's recorded inventory file."""
 
@@ -552,6 +553,8 @@ class Manifests:
         versions: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
         recorded = self.facts
         unestablished: list[str] = []  # new or changed CRDs, waited for together before the next kind
+        renewed: set[tuple[str, str]] = set()  # ServiceAccounts this apply deleted and made again
+        existed: set[str] = set()  # workloads there before this apply (whose pods may hold a renewed one's token)
         for obj in sorted(objects, key=lambda o: _rank(o["kind"])):
             if obj["kind"] != "CustomResourceDefinition":
                 self._wait_established(unestablished)
@@ -586,6 +589,8 @@ class Manifests:
                         continue
                     live_obj = live_meta = None
                 owner, adopt = None, True
+                if live_obj is not None and obj["kind"] in WORKLOAD_KINDS:
+                    existed.add(ident(obj))
             if not adopt and owner:
                 # Another module's namespace: applying it under the shared field manager would take that
                 # module's fields (its label included) away. It exists; leave it to its owner.
@@ -618,9 +623,12 @@ class Manifests:
                 continue
             try:
                 current = self._get(res, obj) if self.dry_run is not None else None  # what the preview compares
-                if obj["kind"] in RECREATED_KINDS and self._recreate_planted(
-                        res, obj, body, result, known, bool(recorded)) and self.dry_run is not None:
-                    continue
+                if obj["kind"] in RECREATED_KINDS and self._recreate_planted(res, obj, body, result, known,
+                                                                             bool(recorded)):
+                    if self.dry_run is not None:
+                        continue
+                    if obj["kind"] == "ServiceAccount":
+                        renewed.add((meta.get("namespace") or "", meta["name"]))
                 after = self._apply_one(res, obj, body, before is None and adopt, result, current)
                 if after is None:
                     continue  # a dry run's takeover or recreate: foreseen, in result.changes
@@ -647,7 +655,31 @@ class Manifests:
             if obj["kind"] == "CustomResourceDefinition" and (changed or not _established(after)):
                 unestablished.append(meta["name"])
         self._wait_established(unestablished)
+        if renewed:
+            self._restart_users([o for o in objects if ident(o) in existed], renewed, result)
         return result
+
+    def _restart_users(self, objects: list[Obj], renewed: set[tuple[str, str]], result: ApplyResult) -> None:
+        """Restart the workloads of ``objects`` (the render's, there before the apply) whose pods run as a
+        ServiceAccount this apply made anew (``renewed``): their tokens were the old one's, which the API server no
+        longer accepts. As ``kubectl rollout restart`` does (a pod-template annotation, under a field manager of its
+        own, which later applies keep)."""
+        for obj in objects:
+            if obj["kind"] not in WORKLOAD_KINDS:
+                continue
+            pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+            account = pod.get("serviceAccountName") or pod.get("serviceAccount") or "default"
+            namespace = obj["metadata"].get("namespace") or ""
+            if (namespace, account) not in renewed:
+                continue
+            res = self._resource(obj["apiVersion"], obj["kind"])
+            patch = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_ANNOTATION: now_rfc3339()}}}}}
+            after = res.patch(body=patch, name=obj["metadata"]["name"], namespace=namespace,
+                              content_type="application/merge-patch+json", field_manager=RESTART_MANAGER).to_dict()
+            result.facts[object_key(ref_of(obj))] = facts_of(after)
+            if ident(obj) not in result.changed:
+                result.changed.append(ident(obj))
+            result.foreign.append(f"{ident(obj)}: restarted, its ServiceAccount {account} being made anew")
 
     def create_missing(self, objects: list[Obj]) -> ApplyResult:
         """Apply those of ``objects`` that do not exist; leave the others as they are (what was changed in them
@@ -856,14 +888,19 @@ class Manifests:
         return True
 
     def planted(self, meta: Obj) -> bool:
-        """:func:`planted` for a ServiceAccount of this module (the cc's creation read once, when first needed)."""
+        """:func:`planted` for a ServiceAccount of this module (the cc's creation and the Helm releases left in its
+        namespace read once each, when first needed)."""
         if self._cc_created is None:
             try:
                 cc = self._resource(f"{CC_GROUP}/{CC_VERSION}", CC_KIND).get(name=CC_NAME, namespace=NAMESPACE)
                 self._cc_created = str(cc.metadata.creationTimestamp)
             except (NotFoundError, ResourceNotFoundError):
                 self._cc_created = "~"  # no cc: nothing was installed from it, nothing is the original's
-        return planted(meta, self.module, self._cc_created)
+        namespace = meta.get("namespace") or ""
+        if namespace not in self._released:
+            self._released[namespace] = release_objects(helm_records(self.dyn.client, {namespace}), set())
+        key = ("ServiceAccount", namespace, meta["name"])
+        return planted(meta, named_by_original(key, self._released[namespace]), self._cc_created)
 
     def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj | None:
         """What ``helm upgrade --force`` / ``kubectl replace --force`` do for an object whose apply was refused only
@@ -947,15 +984,18 @@ class Manifests:
     def uninstall(self, recorded: list[Ref] | None, purge: bool = False, timeout: int = 300,
                   keep: Iterable[str] = (), tenants: Iterable[str] = ()) -> ApplyResult:
         """Delete what the module made: its recorded inventory (``None``: a record without one, whose objects are
-        found by the module's label over every kind the API serves), the last apply stage first (each stage gone
+        found by the module's label over every kind the API serves, cluster-scoped ones only when
+        :meth:`_served_only_by` what it deletes), the last apply stage first (each stage gone
         before the next), through the deletion policy (:meth:`_remove`). ``keep`` names objects (``Kind/ns/name``,
         or a kind) the module keeps on uninstall (a password kept with the volume whose data it guards): a purge
         deletes those of :data:`PURGED_KINDS`. A purge also looks at the module's labelled PVCs and Secrets."""
         result = ApplyResult()
-        if recorded is None:  # by the label alone: never a cluster-scoped object (see labelled_refs)
-            owned = []
-            for obj in self._owned(self._served_kinds(), result):
-                if obj["metadata"].get("namespace"):
+        if recorded is None:  # by the label alone: a cluster-scoped object only when it would be left dangling
+            found = self._owned(self._served_kinds(), result)
+            owned = [o for o in found if o["metadata"].get("namespace")]
+            services = {(o["metadata"]["namespace"], o["metadata"]["name"]) for o in owned if o["kind"] == "Service"}
+            for obj in (o for o in found if not o["metadata"].get("namespace")):
+                if self._served_only_by(obj, services):
                     owned.append(obj)
                 else:
                     result.spared.append(f"{ident(obj)}: cluster-scoped, and no record of the module names it "
@@ -970,6 +1010,22 @@ class Manifests:
         owned = [o for o in owned if not (ident(o) in kept or o["kind"] in kept) or o["kind"] in purged]
         self._delete_staged(owned, result, purge, timeout, tenants)
         return result
+
+    def _served_only_by(self, obj: Obj, services: set[tuple[str, str]]) -> bool:
+        """Whether ``obj`` is an APIService or webhook configuration every backend of which is one of ``services``
+        (those this uninstall deletes): left, it would point at nothing and block discovery (a namespace's
+        deletion) or the writes it intercepts. What the API server holds decides, not a label: one that calls a URL
+        or another Service stays."""
+        if obj["kind"] not in LATE_KINDS:
+            return False
+        live = self._get(self._resource(obj["apiVersion"], obj["kind"]), obj)
+        if live is None:
+            return False
+        body = live.to_dict()
+        configs = [body.get("spec") or {}] if obj["kind"] == "APIService" else \
+            [w.get("clientConfig") or {} for w in body.get("webhooks") or []]
+        backends = [(c.get("service") or {}) for c in configs]
+        return bool(backends) and all((b.get("namespace"), b.get("name")) in services for b in backends)
 
     def delete_refs(self, objects: list[Obj], purge: bool = False, timeout: int = 300,
                     tenants: Iterable[str] = ()) -> ApplyResult:
@@ -1282,6 +1338,9 @@ class Manifests:
 
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet")
+#: The pod-template annotation a restart sets (kubectl rollout restart's) and the field manager it writes under.
+RESTARTED_ANNOTATION = "kubectl.kubernetes.io/restartedAt"
+RESTART_MANAGER = "ks-installer-restart"
 #: Kinds :func:`wait_ready` waits for: workloads, Jobs (complete) and APIServices (Available).
 WAITED_KINDS = (*WORKLOAD_KINDS, "Job", "APIService")
 

@@ -85,3 +85,25 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     proc, ops = run_hook(installer, tmp_path, SPEC_BINDING, installer.cc(), stale)
     assert proc.returncode == 0 and client_loaded(proc), proc.stderr[-2000:]
     assert ops == [] and installer.cc()["status"]["observedGeneration"] == generation
+
+
+def test_a_cc_deleted_and_created_again_gets_its_status_back_without_a_run(installer: Installer) -> None:
+    """``kubectl delete cc`` then the same cc again: nothing is installed again (the state stays), and the status
+    says what is installed — upstream's ``status.<component>`` keys and each module's phase — at once."""
+    from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION
+
+    spec = installer.cc()["spec"]
+    before = installer.status()
+    assert before["core"]["status"] == "enabled", before.get("core")
+    installer.custom.delete_namespaced_custom_object(CC_GROUP, CC_VERSION, NAMESPACE, CC_PLURAL, CC_NAME)
+    installer.put_spec(spec)
+    assert not installer.status()
+    proc = installer.reconcile()
+    assert installer.ran(proc) == [], proc.stderr[-3000:]
+    after = installer.status()
+    enabled = sorted(k for k, v in before.items() if isinstance(v, dict) and v.get("status") == "enabled")
+    assert "core" in enabled and len(enabled) > 1, enabled
+    assert sorted(k for k, v in after.items() if isinstance(v, dict) and v.get("status") == "enabled") == enabled
+    assert {m: s["phase"] for m, s in after["modules"].items()} == \
+        {m: s["phase"] for m, s in before["modules"].items()}
+    assert installer.condition("Ready")["status"] == "True", installer.condition("Ready")

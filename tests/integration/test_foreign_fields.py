@@ -184,6 +184,33 @@ def test_a_planted_service_account_is_created_anew(kube_api: client.ApiClient, m
     assert core.read_namespaced_service_account("sa", ns).metadata.uid == live.metadata.uid
 
 
+def test_a_service_account_planted_with_the_module_label_is_made_anew_and_its_users_restart(
+        kube_api: client.ApiClient, module: tuple[Manifests, str]) -> None:
+    """Without a record (a first install, a state reset), a label and the installer's field manager make no
+    ServiceAccount the module's: it is made anew, and the render's workloads running as it restart (their pods'
+    tokens were the old one's); the restart stays through the next apply."""
+    manifests, ns = module
+    core, apps = client.CoreV1Api(kube_api), client.AppsV1Api(kube_api)
+    manifests.apply(_objects(ns))
+    core.delete_namespaced_service_account("sa", ns)
+    planted = core.create_namespaced_service_account(ns, {"metadata": {
+        "name": "sa", "labels": {"installer.kubesphere.io/module": manifests.module}}}, field_manager="ks-installer")
+    result = Manifests(kube_api, manifests.module, facts={}).apply(_objects(ns))
+    live = core.read_namespaced_service_account("sa", ns)
+    assert live.metadata.uid != planted.metadata.uid
+    assert f"ServiceAccount/{ns}/sa: not made by module {manifests.module} nor by the original installer: " \
+           "deleted and created again, so tokens minted for it no longer work" in result.foreign
+    assert f"Deployment/{ns}/d: restarted, its ServiceAccount sa being made anew" in result.foreign
+    template = apps.read_namespaced_deployment("d", ns).spec.template.metadata
+    restarted = (template.annotations or {}).get("kubectl.kubernetes.io/restartedAt")
+    assert restarted
+    again = Manifests(kube_api, manifests.module, facts=result.facts).apply(_objects(ns))
+    assert again.foreign == [] and f"Deployment/{ns}/d" not in again.changed, (again.foreign, again.changed)
+    assert core.read_namespaced_service_account("sa", ns).metadata.uid == live.metadata.uid
+    assert apps.read_namespaced_deployment("d", ns).spec.template.metadata.annotations[
+        "kubectl.kubernetes.io/restartedAt"] == restarted
+
+
 def test_what_honest_neighbours_add_where_the_render_is_silent_survives_the_next_apply(
         kube_api: client.ApiClient, module: tuple[Manifests, str]) -> None:
     manifests, ns = module
@@ -270,3 +297,30 @@ def test_an_install_never_prunes_a_cluster_scoped_object_by_its_label(kube_api: 
         rbac.read_cluster_role_binding(name)
     finally:
         delete_quietly(lambda: rbac.delete_cluster_role_binding(name))
+
+
+def test_an_uninstall_without_a_record_deletes_only_what_it_would_leave_dangling(
+        kube_api: client.ApiClient, module: tuple[Manifests, str]) -> None:
+    """After a state reset: of the module's cluster-scoped objects, only an APIService (or webhook configuration)
+    whose every backend is a Service the uninstall deletes goes; one that calls a URL or another Service stays."""
+    manifests, ns = module
+    group = f"{ns}.example.com"
+    apiservice = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": f"v1.{group}"},
+                  "spec": {"group": group, "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                           "insecureSkipTLSVerify": True, "service": {"name": "s", "namespace": ns, "port": 80}}}
+    by_url = {**_webhook("by-url.example.com", ns, "s"), "clientConfig": {"url": "https://127.0.0.1:1/validate"}}
+    url_hook = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                "metadata": {"name": f"{ns}-url"}, "webhooks": [by_url]}
+    registration, admission = client.ApiregistrationV1Api(kube_api), client.AdmissionregistrationV1Api(kube_api)
+    try:
+        manifests.apply([*_objects(ns), apiservice, url_hook])
+        gone = manifests.uninstall(None, timeout=60)
+        assert f"APIService/v1.{group}" in gone.deleted and f"Service/{ns}/s" in gone.deleted, gone.deleted
+        assert not registration.list_api_service(field_selector=f"metadata.name=v1.{group}").items
+        for kept in (f"ValidatingWebhookConfiguration/{ns}-url", f"ValidatingWebhookConfiguration/{ns}-w",
+                     f"ClusterRole/{ns}-r"):
+            assert any(line.startswith(f"{kept}: cluster-scoped") for line in gone.spared), (kept, gone.spared)
+        admission.read_validating_webhook_configuration(f"{ns}-url")
+    finally:
+        delete_quietly(lambda: registration.delete_api_service(f"v1.{group}"),
+                       lambda: admission.delete_validating_webhook_configuration(f"{ns}-url"))

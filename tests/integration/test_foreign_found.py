@@ -94,6 +94,29 @@ def test_a_sidecar_a_webhook_and_extra_fields_under_system_manager_names_are_rem
     assert "Drift" not in quiet.stderr and installer.ran(quiet) == [], quiet.stderr[-3000:]
 
 
+def test_a_service_forged_under_the_installers_own_manager_is_repaired(installer: Installer) -> None:
+    """Applied as ``ks-installer`` (the installer's own field manager, anyone's to use): a selector that sends the
+    webhook's traffic nowhere and an extra port. What the API server recorded (the resourceVersion the installer's
+    last write returned) shows the write; the repair ends with the rendered Service and ks-core installed."""
+    core = client.CoreV1Api(installer.api)
+    before = core.read_namespaced_service("ks-controller-manager", NAMESPACE).spec
+    ports = [{"name": p.name, "port": p.port, "targetPort": p.target_port, "protocol": p.protocol}
+             for p in before.ports]
+    _apply_as(installer.api, "ks-installer", {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "ks-controller-manager", "namespace": NAMESPACE},
+        "spec": {"selector": {"app": "nowhere"}, "ports": [*ports, {"name": "extra", "port": 4444}]}})
+
+    proc = installer.reconcile("--check-drift")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Drift in ks-core: " in proc.stderr and f"Service/{NAMESPACE}/ks-controller-manager" in proc.stderr
+    after = core.read_namespaced_service("ks-controller-manager", NAMESPACE).spec
+    assert after.selector == before.selector
+    assert [(p.name, p.port) for p in after.ports] == [(p.name, p.port) for p in before.ports]
+    assert installer.status()["modules"]["ks-core"]["phase"] == "Installed"
+    quiet = installer.reconcile("--check-drift")
+    assert "Drift" not in quiet.stderr and installer.ran(quiet) == [], quiet.stderr[-3000:]
+
+
 def test_a_forged_date_on_the_installers_entry_neither_hides_drift_nor_stops_its_repair(installer: Installer) -> None:
     core = client.CoreV1Api(installer.api)
     rendered = core.read_namespaced_config_map("kubesphere-config", NAMESPACE).data

@@ -91,8 +91,8 @@ def _clean(api: client.ApiClient, sim: SimCluster) -> None:
     """Remove what an earlier, interrupted run may have left: the module's objects (the APIService first) and
     the test's Helm release."""
     Manifests(api, "metrics_server").uninstall(None, timeout=60)
-    # Without a record the uninstall leaves cluster-scoped objects (the APIService: nothing would serve it, and the
-    # namespace controller would wait on its discovery forever); the test's own cleanup deletes them.
+    # Without a record the uninstall deletes the APIService (its Service goes) but leaves the other cluster-scoped
+    # objects (its ClusterRoles, which the test's Helm release would then find); the test's own cleanup deletes them.
     sweep_cluster_scoped(api, "metrics_server")
     if helm(sim, "status", RELEASE, "--namespace", NS).returncode == 0:
         assert helm(sim, "uninstall", RELEASE, "--namespace", NS, "--wait").returncode == 0

@@ -81,8 +81,9 @@ class FakeSecrets:
         stored = self.stored
         return type("Live", (), {"to_dict": lambda _self: stored})()
 
-    def server_side_apply(self, body: dict[str, Any], **_: Any) -> None:
+    def server_side_apply(self, body: dict[str, Any], **_: Any) -> Any:
         self.stored, self.applies = body, self.applies + 1
+        return type("Live", (), {"to_dict": lambda _self: body})()
 
 
 @pytest.fixture
@@ -268,3 +269,42 @@ def test_a_key_pair_an_upstream_chart_published_is_replaced() -> None:
     own = certs.generate(names, now=now, validity=dt.timedelta(days=36500))
     assert certs.problem({"tls.crt": own["tls.crt"], "tls.key": own["tls.key"]}, names, now,
                          max_validity=century) is None
+
+
+def test_every_certificate_of_a_ca_file_is_judged_and_one_ca_is_expected(data: dict[str, bytes]) -> None:
+    """The whole CA file becomes the webhooks' caBundle: a weak CA appended after the good one, or a second good
+    CA (anyone's, able to sign for the Service), has the certificate replaced."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    weak = planted(NAMES, ca_key=rsa.generate_private_key(65537, 1024), days=36500)["ca.crt"]
+    assert certs.problem({**data, "ca.crt": data["ca.crt"] + weak}, NAMES) == \
+        "CA certificate 2 of 2 has a 1024-bit RSA key (at least 2048)"
+    other = certs.generate(NAMES)["ca.crt"]
+    assert certs.problem({**data, "ca.crt": data["ca.crt"] + other}, NAMES) == \
+        "the CA file holds 2 certificates (one CA expected)"
+
+
+def test_only_the_recorded_certificate_is_kept(secrets: FakeSecrets) -> None:
+    """Once the module's record names its certificate, another one (a valid CA of someone else's, with the right
+    names) is replaced with a warning; without a record (a first install, a takeover) a good one is kept."""
+    def found(made: dict[str, bytes]) -> None:
+        secrets.stored = {"metadata": {"uid": "u1", "labels": {"installer.kubesphere.io/module": "ks-core",
+                                                               "app.kubernetes.io/managed-by": "ks-installer"}},
+                          "data": {k: base64.b64encode(v).decode() for k, v in made.items()}}
+
+    ours, theirs = certs.generate(NAMES), planted(NAMES)
+    found(ours)
+    kept = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    assert not kept.changed and kept.facts is not None and kept.facts[2] == certs.fingerprint(ours)
+    recorded = kept.facts[2]
+    assert not certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager",  # type: ignore[arg-type]
+                                         recorded=recorded).changed
+    found(theirs)
+    replaced = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager",  # type: ignore[arg-type]
+                                         recorded=recorded)
+    assert replaced.changed and replaced.reason == certs.NOT_RECORDED
+    assert replaced.note == ("Secret kubesphere-system/ks-controller-manager-webhook-cert: replaced the certificate "
+                             f"found there: {certs.NOT_RECORDED}")
+    new = _stored(secrets)
+    assert new["ca.crt"] != theirs["ca.crt"] and replaced.facts is not None
+    assert replaced.facts[2] == certs.fingerprint(new) != recorded

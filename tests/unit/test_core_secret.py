@@ -90,12 +90,12 @@ def test_a_found_jwt_key_too_short_is_refused_unless_the_spec_sets_one() -> None
     assert "'a'" not in str(refused.value)
     assert desired_data({"secret": "a"}, jwt_secret="b" * 32, admin_exists=True)["secret"] == "b" * 32
     assert desired_data({"secret": ""}, admin_exists=True)["secret"] != ""  # empty: generated, as when missing
-    kept = "K" * 32
+    kept = "Kx8vQ2mZp4LrT9wYb6NcJ3hD5sGf1aUe"
     assert desired_data({"secret": kept}, admin_exists=True)["secret"] == kept
 
 
 def test_the_specs_admin_password_wins_over_a_found_one_while_there_is_no_admin() -> None:
-    found = {"secret": "k" * 32, "initAdminPassword": "Planted-Passw0rd"}
+    found = {"secret": "kQ3x9LmZ2vR8pT4wN6bY1cH7dJ5sF0gA", "initAdminPassword": "Planted-Passw0rd"}
     data = desired_data(found, admin_password="Chosen-Passw0rd")
     assert data["initAdminPassword"] == "Chosen-Passw0rd"
     assert overridden(found, data) == ["Secret kubesphere-system/kubesphere-secret: initAdminPassword replaced by "

@@ -35,7 +35,23 @@ def test_decoded_names_the_key_never_the_value() -> None:
 
 def test_jwt_key_and_passwords() -> None:
     assert credentials.jwt_key_problem("a") == "the JWT signing key (key 'secret') is shorter than 32 characters"
-    assert credentials.jwt_key_problem("x" * 31) is not None and credentials.jwt_key_problem("x" * 32) is None
+    assert credentials.jwt_key_problem("x" * 31) is not None
+    assert credentials.jwt_key_problem("0123456789abcdefghijklmnopqrstuv") is None
+
+
+def test_a_jwt_key_of_the_right_length_is_still_refused_when_guessable() -> None:
+    import secrets
+
+    from installer.objects.core_secret import random_string
+
+    what = "the JWT signing key (key 'secret')"
+    assert credentials.jwt_key_problem("a" * 32) == f"{what} repeats a shorter pattern"
+    assert credentials.jwt_key_problem("secret" * 6) == f"{what} repeats a shorter pattern"
+    for blank in (" " * 32, "\u202e" * 32, "\x00" * 32, "k" * 31 + "\u2028", "good key with a space in it ok!!"):
+        assert credentials.jwt_key_problem(blank) == f"{what} holds spaces, control or format characters"
+    assert credentials.jwt_key_problem("a" * 31 + "b") == f"{what} is too predictable (about 6 bits; at least 88)"
+    assert all(credentials.jwt_key_problem(random_string(32)) is None for _ in range(2000))  # what is generated
+    assert all(credentials.jwt_key_problem(secrets.token_hex(16)) is None for _ in range(2000))  # openssl rand -hex 16
     assert credentials.nonempty_problem("auth", "") == "key 'auth' is empty"
     assert credentials.nonempty_problem("auth", " \n") == "key 'auth' is empty"
     assert credentials.nonempty_problem("auth", "a") is None

@@ -169,15 +169,15 @@ def test_the_guard_sees_a_value_written_under_the_installers_name_not_another_wr
     assert guard(scaled) == before  # replicas are left to a scale until the module's next run
 
 
-def test_a_service_account_is_planted_unless_labelled_or_the_originals_made_after_the_cc() -> None:
+def test_a_service_account_is_planted_unless_the_originals_records_name_it_and_it_came_after_the_cc() -> None:
     from installer.objects.manifests import planted
 
     cc = "2026-01-01T00:00:00Z"
-    legacy = {"manager": "kubectl-client-side-apply", "operation": "Update", "fieldsV1": {}}
-    assert not planted({"labels": {"installer.kubesphere.io/module": "m"}}, "m", cc)
-    assert planted({"labels": {"installer.kubesphere.io/module": "other"}}, "m", cc)
-    assert planted({"creationTimestamp": "2026-02-01T00:00:00Z"}, "m", cc)  # no sign of the original
-    original = {"creationTimestamp": "2026-02-01T00:00:00Z", "managedFields": [legacy]}
-    assert not planted(original, "m", cc)
-    assert planted({**original, "creationTimestamp": "2025-12-31T23:59:59Z"}, "m", cc)  # before the cc existed
-    assert planted(original, "m", "~")  # no cc
+    labelled = {"labels": {"installer.kubesphere.io/module": "m"}, "creationTimestamp": "2026-02-01T00:00:00Z",
+                "managedFields": [{"manager": "ks-installer", "operation": "Apply", "fieldsV1": {}}]}
+    assert planted(labelled, False, cc)  # a label and a manager's name are anyone's to write
+    after = {"creationTimestamp": "2026-02-01T00:00:00Z"}
+    assert not planted(after, True, cc)  # named by the original's records, created after the cc
+    assert planted(after, False, cc)
+    assert planted({"creationTimestamp": "2025-12-31T23:59:59Z"}, True, cc)  # before the cc existed
+    assert planted(after, True, "~")  # no cc

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from installer.engine.adoption import NAMESPACES, _left_over
-from installer.engine.leftovers import RELEASE_LIMIT, release_objects, upstream_objects
+from installer.objects.originals import RELEASE_LIMIT, release_objects, upstream_objects
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))

@@ -1,10 +1,10 @@
-"""What the original installer made that no module took over, named only where a record of the original names it.
+"""What the original installer's records name: ks-installer v3.4.1's and v3.3.2's fixed object names
+(installer/data/upstream-objects.json) and the manifests of the Helm releases it left.
 
-An object is one of the original's leftovers when it has no module label and either one of the original's fixed
-object names (ks-installer v3.4.1's and v3.3.2's, installer/data/upstream-objects.json) or a Helm release left in a
-KubeSphere namespace (its release record's manifest) names it. A label or an annotation alone (kubectl's
-last-applied, Helm's managed-by) says nothing of whose an object is: a user's own ConfigMap applied with kubectl in
-``kubesphere-system`` is theirs, never listed.
+An object is named by the original when one of those records names it. A label, an annotation (kubectl's
+last-applied, Helm's managed-by) or a field manager says nothing of whose an object is: a user's own ConfigMap
+applied with kubectl in ``kubesphere-system`` is theirs. The takeover's leftovers (installer.engine.adoption) and the
+ServiceAccounts a first install keeps (installer.objects.manifests) are decided from these records.
 """
 
 from __future__ import annotations
