@@ -47,7 +47,7 @@ from installer.engine.runner import run_variables
 from installer.engine_settings import Settings
 from installer.modules import get_module
 from installer.objects.cluster import ClusterConfigurations, cluster_facts
-from installer.objects.manifests import Obj, ident
+from installer.objects.refs import Obj, ident
 from installer.preview import render
 from installer.settings import CC_GROUP, CC_NAME, CC_PLURAL, CC_VERSION, NAMESPACE
 

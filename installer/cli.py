@@ -45,10 +45,10 @@ from installer.engine.state import StateStore
 from installer.engine.state_codec import decode
 from installer.engine_settings import Settings
 from installer.modules import MODULES, Module, switch_paths
+from installer.objects.api_errors import api_reason
 from installer.objects.cluster import ClusterConfigurations
 from installer.objects.images import catalogue, spec_refs
 from installer.objects.kube import ApiUnavailable, api_client
-from installer.objects.manifests import api_reason
 from installer.version import INSTALLER_IMAGE
 
 

@@ -12,7 +12,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from installer.objects.manifests import Manifests, applied_by_installer
+from installer.objects.manifests import Manifests
+from installer.objects.refs import applied_by_installer
 from installer.settings import MODULE_LABEL
 
 T = TypeVar("T")

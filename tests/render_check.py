@@ -19,7 +19,7 @@ from installer.config import prepare
 from installer.engine.runner import run_variables
 from installer.modules import switch_paths
 from installer.objects.cluster import cluster_facts
-from installer.objects.manifests import KEPT_ON_UNINSTALL
+from installer.objects.removal import KEPT_ON_UNINSTALL
 from installer.preview.object_plan import GENERATED, offline_plan
 from installer.preview.render import WORLD, render_modules
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL

@@ -94,14 +94,14 @@ def generated_secret(api: Any, module: str, namespace: str, name: str, keys: lis
                      fields: Callable[[dict[str, Any]], list[str]] | None = None,
                      found: Callable[[str, str], list[Any]] | None = None) -> list[Any]:
     """The change a generator task makes to the Secret holding its generated ``keys``
-    (``installer.objects.manifests.Change``): created (offline: always, with its manifest), or, when it exists,
+    (``installer.objects.results.Change``): created (offline: always, with its manifest), or, when it exists,
     ``fields(live)`` (default: the keys it lacks) and the module's label when missing (taken over when the original
     installer made it); ``found(action, note)`` replaces both for a task that decides by other means."""
     from kubernetes import client
 
     from installer.ansible_tasks._record import GENERATED
     from installer.objects.field_takeover import legacy_entries
-    from installer.objects.manifests import Change
+    from installer.objects.results import Change
     from installer.settings import MANAGED_BY, MODULE_LABEL
 
     ref = f"Secret/{namespace}/{name}"

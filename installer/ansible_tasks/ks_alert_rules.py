@@ -14,8 +14,8 @@ from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, Resour
 
 from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, argument_spec, task_plugin
 from installer.escape import escaped
+from installer.objects.api_errors import api_reason
 from installer.objects.kube import api_client
-from installer.objects.manifests import api_reason
 
 DOCUMENTATION = r"""
 module: ks_alert_rules

@@ -15,8 +15,9 @@ from installer.ansible_tasks import (
 )
 from installer.objects.core_secret import ADMIN, SECRET_NAME, USER_API, ensure_core_secret
 from installer.objects.credentials import Refused
+from installer.objects.inventory import record_generated
 from installer.objects.kube import api_client
-from installer.objects.manifests import Ref, record_generated
+from installer.objects.refs import Ref
 
 DOCUMENTATION = r"""
 module: ks_core_secret
@@ -61,7 +62,7 @@ KEYS = ["secret", "token", "initAdminPassword"]
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """What :func:`run` would change (``installer.objects.manifests.Change``; ``api`` None: offline, what it writes):
+    """What :func:`run` would change (``installer.objects.results.Change``; ``api`` None: offline, what it writes):
     ``kubesphere-secret`` created, or the keys the run's own decision (``core_secret.desired_data``) adds or changes,
     by name only; the admin User created when missing. A found value the run refuses is an error."""
     from kubernetes.dynamic import DynamicClient
@@ -70,7 +71,7 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
     from installer.ansible_tasks._record import GENERATED
     from installer.objects.core_secret import desired_data
     from installer.objects.credentials import decoded
-    from installer.objects.manifests import Change
+    from installer.objects.results import Change
 
     p = preview_params(ARGUMENT_SPEC, args)
     namespace = p["namespace"] or ""

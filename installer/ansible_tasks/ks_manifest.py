@@ -8,18 +8,12 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from installer.ansible_tasks import TaskFailed, argument_spec, task_plugin
+from installer.objects.api_errors import Rejected, api_reason
+from installer.objects.inventory import INVENTORY_ENV, read_inventory, read_recorded
 from installer.objects.kube import api_client
-from installer.objects.manifests import (
-    INVENTORY_ENV,
-    PURGE_ENV,
-    Manifests,
-    Rejected,
-    api_reason,
-    load_definitions,
-    read_inventory,
-    read_recorded,
-    ref_of,
-)
+from installer.objects.manifests import Manifests
+from installer.objects.refs import load_definitions, ref_of
+from installer.objects.removal import PURGE_ENV
 
 DOCUMENTATION = r"""
 module: ks_manifest
@@ -62,7 +56,7 @@ options:
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
   tenants:
     description: On absent, more kinds (apiVersion/Kind) whose objects of another module keep a namespace of
-      this module from being deleted (besides installer.objects.manifests.TENANT_KINDS).
+      this module from being deleted (besides installer.objects.removal.TENANT_KINDS).
     type: list
     elements: str
     default: []

@@ -70,10 +70,11 @@ def apply(res: Any, name: str, p: dict[str, Any], dry_run: bool = False) -> tupl
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
     """The labels and annotations :func:`run` would set on (or take off) each object, as one update each: the same
-    apply as a server-side dry run (``installer.objects.manifests.Change``; offline, none)."""
+    apply as a server-side dry run (``installer.objects.results.Change``; offline, none)."""
     if api is None:
         return []
-    from installer.objects.manifests import Change, shown
+    from installer.objects.repair import shown
+    from installer.objects.results import Change
 
     p = preview_params(ARGUMENT_SPEC, args)
     res = DynamicClient(api).resources.get(api_version=p["api_version"], kind=p["kind"])

@@ -7,9 +7,10 @@ from typing import Any
 
 from installer.ansible_tasks import TaskFailed, argument_spec, generated_secret, preview_params, task_plugin
 from installer.objects.credentials import Refused
+from installer.objects.inventory import record_generated
 from installer.objects.kube import api_client
-from installer.objects.manifests import Ref, record_generated
 from installer.objects.random_secret import ensure_random_secret, planned_secret
+from installer.objects.refs import Ref
 
 DOCUMENTATION = r"""
 module: ks_random_secret
@@ -44,11 +45,11 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """What :func:`run` would change (``installer.objects.manifests.Change``; ``api`` None: offline, what it writes):
+    """What :func:`run` would change (``installer.objects.results.Change``; ``api`` None: offline, what it writes):
     the Secret created, or the key the run's own decision (``random_secret.planned_secret``) adds and the module's label
     set; a found Secret the run refuses is an error. A value is never shown."""
     from installer.ansible_tasks._record import GENERATED
-    from installer.objects.manifests import Change
+    from installer.objects.results import Change
 
     p = preview_params(ARGUMENT_SPEC, args)
     namespace, name, key = p["namespace"] or "", p["name"], str(p["key"])

@@ -47,13 +47,13 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """The Deployments :func:`run` would roll (``installer.objects.manifests.Change``; offline, none): those whose pod
+    """The Deployments :func:`run` would roll (``installer.objects.results.Change``; offline, none): those whose pod
     template annotation changes (a missing one: nothing to roll, its creation is listed)."""
     if api is None:
         return []
     from kubernetes import client
 
-    from installer.objects.manifests import Change
+    from installer.objects.results import Change
     from installer.objects.rollout import CONFIG_HASH, rolls
 
     p = preview_params(ARGUMENT_SPEC, args)

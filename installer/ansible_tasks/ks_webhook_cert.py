@@ -16,8 +16,10 @@ from installer.ansible_tasks import (
 )
 from installer.objects.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
 from installer.objects.credentials import Refused
+from installer.objects.inventory import object_key, read_recorded_facts
 from installer.objects.kube import api_client
-from installer.objects.manifests import ApplyResult, Ref, object_key, read_recorded_facts
+from installer.objects.refs import Ref
+from installer.objects.results import ApplyResult
 
 DOCUMENTATION = r"""
 module: ks_webhook_cert
@@ -81,11 +83,11 @@ def layout(p: dict[str, Any]) -> Layout:
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
-    """What :func:`run` would change (``installer.objects.manifests.Change``; ``api`` None: offline, what it writes):
+    """What :func:`run` would change (``installer.objects.results.Change``; ``api`` None: offline, what it writes):
     the Secret created; when it exists, the render's answer (``recorded``, its ``reason``) says whether the certificate
     is generated again or only labelled."""
     from installer.ansible_tasks._record import GENERATED
-    from installer.objects.manifests import Change
+    from installer.objects.results import Change
     from installer.settings import MODULE_LABEL
 
     p = preview_params(ARGUMENT_SPEC, args)

@@ -37,7 +37,9 @@ from installer.objects.foreign import (
     tolerated,
     tops,
 )
-from installer.objects.manifests import METADATA_LISTED, Ref, facts_of, opted_out
+from installer.objects.inventory import METADATA_LISTED, facts_of
+from installer.objects.manifests import opted_out
+from installer.objects.refs import Ref
 from installer.settings import MODULE_LABEL
 
 

@@ -33,19 +33,11 @@ from installer.engine_settings import Settings
 from installer.escape import escaped
 from installer.launch.forkserver import SERVER
 from installer.modules import get_module
-from installer.objects.manifests import (
-    INVENTORY_ENV,
-    PURGE_ENV,
-    RECORDED_ENV,
-    Manifests,
-    Ref,
-    api_reason,
-    object_key,
-    read_facts,
-    read_inventory,
-    read_notes,
-    stale_refs,
-)
+from installer.objects.api_errors import api_reason
+from installer.objects.inventory import INVENTORY_ENV, RECORDED_ENV, object_key, read_facts, read_inventory, read_notes
+from installer.objects.manifests import Manifests
+from installer.objects.refs import Ref, stale_refs
+from installer.objects.removal import PURGE_ENV
 from installer.settings import NAMESPACE
 from installer.version import INSTALLER_VERSION
 

@@ -25,8 +25,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from installer.objects.api_errors import api_reason
 from installer.objects.core_secret import DEFAULT_PASSWORD
-from installer.objects.manifests import WaitStopped, api_reason, deployment_ref, wait_ready
+from installer.objects.readiness import WaitStopped, deployment_ref, wait_ready
 from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")

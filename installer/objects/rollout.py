@@ -2,7 +2,7 @@
 
 The pod template gets the annotation ``installer.kubesphere.io/config-hash: <value>`` by a JSON merge patch
 under its own field manager, so the module's server-side apply neither owns nor removes it. Deployments that
-already carry the value are left alone; then the rollout is awaited (``installer.objects.manifests.ready``).
+already carry the value are left alone; then the rollout is awaited (``installer.objects.readiness.ready``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
-from installer.objects.manifests import deployment_ref, wait_ready
+from installer.objects.readiness import deployment_ref, wait_ready
 
 CONFIG_HASH = "installer.kubesphere.io/config-hash"
 #: A manager of its own: the roll annotation is not in the Deployment's manifest, so the apply never prunes it.

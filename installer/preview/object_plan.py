@@ -26,19 +26,11 @@ from installer.ansible_tasks import task as task_module
 from installer.ansible_tasks._record import GENERATED, GENERATED_CA
 from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
 from installer.engine.adoption import releases_to_retire
-from installer.objects.manifests import (
-    KIND_ORDER,
-    Change,
-    DryRun,
-    Manifests,
-    Obj,
-    Ref,
-    api_reason,
-    as_applied,
-    ident,
-    ref_of,
-    shown,
-)
+from installer.objects.api_errors import api_reason
+from installer.objects.manifests import DryRun, Manifests, as_applied
+from installer.objects.refs import KIND_ORDER, Obj, Ref, ident, ref_of
+from installer.objects.repair import shown
+from installer.objects.results import Change
 from installer.preview.render import Rendered
 from installer.settings import APPLIED_ANNOTATION
 

@@ -28,7 +28,7 @@ import yaml
 from installer.ansible_tasks._record import CAPTURE_ENV, WORLD_ENV
 from installer.engine.plays import plays_of
 from installer.engine.runner import ansible_environment, unsafe_yaml, write_extravars
-from installer.objects.manifests import Obj, Ref, load_definitions, ref_of
+from installer.objects.refs import Obj, Ref, load_definitions, ref_of
 
 #: What ``ks_info`` answers offline, by kind: one control-plane node, a default StorageClass, the namespaces every
 #: cluster has, the Secrets and Endpoints the modules read or wait for (ks-core's generated JWT key and token as

@@ -39,7 +39,7 @@ from v341_cluster import (
 
 from installer.engine.state import StateStore
 from installer.objects.field_takeover import HELM_LABEL, LAST_APPLIED, LEGACY_MANAGERS
-from installer.objects.manifests import ident
+from installer.objects.refs import ident
 from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
 
 from .conftest import Installer, stored_state

@@ -13,8 +13,9 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 
 from installer.engine.state import StateStore
-from installer.objects.manifests import DryRun, Manifests, ref_of
+from installer.objects.manifests import DryRun, Manifests
 from installer.objects.random_secret import ensure_random_secret
+from installer.objects.refs import ref_of
 from installer.settings import MODULE_LABEL, NAMESPACE
 
 from .conftest import Installer, playbooks_changed, stored_state

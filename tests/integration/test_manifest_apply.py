@@ -17,7 +17,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from installer.objects import manifests as manifests_module
-from installer.objects.manifests import DryRun, Manifests, Rejected
+from installer.objects.api_errors import Rejected
+from installer.objects.manifests import DryRun, Manifests
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster

@@ -27,7 +27,7 @@ from v341_cluster import Builder
 
 from installer.engine.state import StateStore
 from installer.objects.certs import generate, required_names
-from installer.objects.manifests import Obj, ident
+from installer.objects.refs import Obj, ident
 from installer.objects.rollout import CONFIG_HASH
 from installer.settings import MODULE_LABEL, NAMESPACE
 

@@ -9,7 +9,7 @@ from typing import Any
 from installer.engine import drift
 from installer.engine.records import Record, object_key
 from installer.objects.foreign import tree
-from installer.objects.manifests import facts_of
+from installer.objects.inventory import facts_of
 
 REF = ("v1", "ConfigMap", "kubesphere-system", "kubesphere-config")
 OURS = {"manager": "ks-installer", "operation": "Apply", "time": "2026-01-01T00:00:00Z",

@@ -170,7 +170,7 @@ def test_the_guard_sees_a_value_written_under_the_installers_name_not_another_wr
 
 
 def test_a_service_account_is_planted_unless_the_originals_records_name_it_and_it_came_after_the_cc() -> None:
-    from installer.objects.manifests import planted
+    from installer.objects.repair import planted
 
     cc = "2026-01-01T00:00:00Z"
     labelled = {"labels": {"installer.kubesphere.io/module": "m"}, "creationTimestamp": "2026-02-01T00:00:00Z",

@@ -1,4 +1,4 @@
-"""Which refusals of the API server mean "this field cannot change" (installer.objects.manifests.immutable_fields), and
+"""Which refusals of the API server mean "this field cannot change" (installer.objects.api_errors.immutable_fields), and
 the selector change plan --objects shows for a workload the takeover recreates (installer.objects.manifests)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from installer.objects.manifests import immutable_fields, recreate_note, selector_change
+from installer.objects.api_errors import immutable_fields
+from installer.objects.repair import recreate_note, selector_change
 
 
 def refused(status: int, *causes: tuple[str, str]) -> ApiException:

@@ -12,7 +12,8 @@ import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from installer.engine.runner import MODULE_FILE, killed_runs
-from installer.objects.manifests import Manifests, Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
+from installer.objects.manifests import Manifests
+from installer.objects.refs import Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL
 
 

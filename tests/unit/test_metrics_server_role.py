@@ -142,7 +142,7 @@ def test_scheduling(rendered: dict[str, Objects]) -> None:
 
 
 def test_uninstall_deletes_the_inventory_apiservice_first() -> None:
-    from installer.objects.manifests import stage
+    from installer.objects.refs import stage
 
     # The APIService is of the last apply stage, which an uninstall deletes first (and waits for).
     assert stage("apiregistration.k8s.io/v1", "APIService") > stage("apps/v1", "Deployment")

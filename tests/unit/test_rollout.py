@@ -1,4 +1,4 @@
-"""When an object counts as ready (installer.objects.manifests.ready: rolled out, complete, Available) and what the wait
+"""When an object counts as ready (installer.objects.readiness.ready: rolled out, complete, Available) and what the wait
 reports when it is not."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kubernetes.dynamic.resource import ResourceInstance
 
-from installer.objects.manifests import JobFailed, wait_ready
-from installer.objects.manifests import ready as rolled_out
+from installer.objects.readiness import JobFailed, wait_ready
+from installer.objects.readiness import ready as rolled_out
 
 
 def dep(status: dict[str, Any], replicas: int = 2, generation: int = 3) -> ResourceInstance:
