@@ -1,4 +1,9 @@
-"""ks_webhook_cert: ensure a serving certificate Secret (a generated CA + certificate; see installer.objects.certs)."""
+"""ks_webhook_cert: ensure a serving certificate Secret (a generated CA + certificate; see installer.objects.certs).
+
+A certificate found there and replaced (expired, weak, a published key pair) is replaced only once the webhooks its
+Service serves trust the new CA beside the old one (installer.ansible_tasks._webhook_trust): the API server never
+calls a webhook whose ``caBundle`` lacks the CA of what its server serves.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +19,21 @@ from installer.ansible_tasks import (
     preview_params,
     task_plugin,
 )
-from installer.objects.certs import MAX_VALIDITY, Layout, ensure_webhook_cert
+from installer.ansible_tasks._webhook_trust import trust_new_ca
+from installer.objects.certs import (
+    MAX_VALIDITY,
+    CertOutcome,
+    Layout,
+    dns_names,
+    ensure_webhook_cert,
+    generate,
+    judge,
+)
 from installer.objects.credentials import Refused
+from installer.objects.field_takeover import take_over
 from installer.objects.kube import api_client
 from installer.objects.manifests import Ref, record_generated
+from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 DOCUMENTATION = r"""
 module: ks_webhook_cert
@@ -55,9 +71,11 @@ def generated(p: dict[str, Any]) -> list[Ref]:
 def run(p: dict[str, Any]) -> dict[str, Any]:
     if len(p["keys"]) != 3:
         raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
+    cert_layout, renew_before = layout(p), dt.timedelta(days=p["renew_before_days"])
     try:
-        outcome = ensure_webhook_cert(api_client(), p["namespace"], p["module"], p["service"],
-                                      dt.timedelta(days=p["renew_before_days"]), layout(p))
+        api = api_client()
+        outcome = (replaced_trusted(api, p["namespace"], p["module"], p["service"], renew_before, cert_layout)
+                   or ensure_webhook_cert(api, p["namespace"], p["module"], p["service"], renew_before, cert_layout))
     except Refused as exc:  # names the Secret and the rule, never a key
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no key material
@@ -65,6 +83,35 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     record_generated(generated(p))
     return {"changed": outcome.changed, "reason": outcome.reason, "ca_bundle": outcome.ca_bundle,
             WARNINGS_KEY: [outcome.note] if outcome.note else []}
+
+
+def replaced_trusted(api: Any, namespace: str, module: str, service: str, renew_before: dt.timedelta,
+                     cert_layout: Layout) -> CertOutcome | None:
+    """Replace a certificate found in the Secret that is not to be kept (None: none there, or it is kept): a new one
+    is generated, the webhooks the Service serves trust its CA beside theirs, then it is written (the fields of the
+    Secret's other writers taken over, its other keys kept), as installer.objects.certs.ensure_webhook_cert writes."""
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import NotFoundError
+
+    secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
+    try:
+        live = secrets.get(name=cert_layout.secret, namespace=namespace).to_dict()
+    except NotFoundError:
+        return None
+    reason = judge(live, cert_layout, service, namespace, renew_before)
+    if reason is None:
+        return None
+    data = generate(dns_names(service, namespace), ca_name=cert_layout.ca_name, cert_name=cert_layout.cert_name)
+    trust_new_ca(api, namespace, service, data["ca.crt"])
+    take_over(secrets, live["metadata"], "v1")
+    body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or cert_layout.type,
+            "metadata": {"name": cert_layout.secret, "namespace": namespace,
+                         "labels": {**MANAGED_BY, MODULE_LABEL: module}},
+            "data": {**(live.get("data") or {}), **cert_layout.to_secret(data)}}
+    secrets.server_side_apply(body=body, name=cert_layout.secret, namespace=namespace, field_manager=FIELD_MANAGER,
+                              force_conflicts=True)
+    return CertOutcome(True, reason, base64.b64encode(data["ca.crt"]).decode(),
+                       f"Secret {namespace}/{cert_layout.secret}: replaced the certificate found there: {reason}")
 
 
 def layout(p: dict[str, Any]) -> Layout:
