@@ -213,4 +213,4 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
         print(f"{module:<15} {sum(k in updated for k in keys):>8} {sum(k in updated & by_v341 for k in keys):>10} "
               f"{sum(k in DROPPED for k in keys):>8}  {', '.join(rolled) or '-'}; {', '.join(left) or '-'}")
     print("credentials kept:", ", ".join(sorted([*made.credentials, "User/admin spec.password"])),
-          f"; replaced: {NM_CERT} (published key pair)")
+          f"; replaced: {NM_CERT} (published key pair), {', '.join(made.renewed)} (due)")
