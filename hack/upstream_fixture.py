@@ -4,8 +4,8 @@ by hack/upstream_render.py), with the credentials upstream generated at install 
 :func:`load` reads a profile's manifest and objects; :class:`Credentials` makes the values for its placeholders
 (``<generated:NAME>``): the JWT key (32 random letters, as init-token's ``dd | base64 | tr``), the admin token signed
 with it, redis' password (15 random letters), a new CA and serving certificate per chart that generated one (for the
-names the chart's certificate had), random letters for any other generated string. ``hack/v341_cluster.py`` applies
-the filled objects as upstream did (:data:`HOW`).
+names the chart's certificate had; valid for days only for the releases named ``due``), random letters for any other
+generated string. ``hack/v341_cluster.py`` applies the filled objects as upstream did (:data:`HOW`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from installer.objects.certs import generate
+from installer.objects.certs import RENEW_BEFORE, generate
 from installer.objects.core_secret import ADMIN_CLAIMS, jwt_hs256
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +35,8 @@ def fixtures_dir(tag: str = "v3.4.1") -> Path:
 
 
 FIXTURES = fixtures_dir()
+#: How long a certificate that is due stays valid: within the installer's renewal window, so a switch replaces it.
+DUE_VALIDITY = RENEW_BEFORE / 3
 PLACEHOLDER = re.compile(r"<generated:([^>]+)>")
 #: How upstream applied a step's objects (the manifest's ``how``).
 HOW = {
@@ -158,9 +160,10 @@ def random_letters(length: int) -> str:
 
 
 class Credentials:
-    """The values of a fixture's placeholders, made once (``values``: name → text)."""
+    """The values of a fixture's placeholders, made once (``values``: name → text). The certificates of the releases
+    in ``due`` expire within days (:data:`DUE_VALIDITY`), as a fixed one a chart shipped did."""
 
-    def __init__(self, fixture: Fixture) -> None:
+    def __init__(self, fixture: Fixture, due: tuple[str, ...] = ()) -> None:
         self.values: dict[str, str] = {}
         key = random_letters(32)
         self.values["kubesphere-secret/secret"] = key
@@ -170,8 +173,9 @@ class Credentials:
             for step in steps:
                 if step.certificate:
                     cert = step.certificate
+                    validity = {"validity": DUE_VALIDITY} if step.release in due else {}
                     data = generate(cert["dns"], ca_name=cert.get("ca_name", "ca"),
-                                    cert_name=cert.get("cert_name", cert["dns"][0]))
+                                    cert_name=cert.get("cert_name", cert["dns"][0]), **validity)
                     for name, value in data.items():
                         self.values[f"{step.release}/{name}"] = value.decode()
 

@@ -120,6 +120,9 @@ class Profile:
     upstream_cc: bool = False
     """The cc is the tag's own ``deploy/cluster-configuration.yaml`` with the changes (the render's manifest), as the
     user applied it and keeps through the switch; else this installer's with the changes."""
+    due: tuple[str, ...] = ()
+    """The releases whose generated certificate expires within days (upstream_fixture.DUE_VALIDITY), so the switch
+    replaces it (:attr:`V341Cluster.renewed`)."""
 
 
 #: The default cc plus pluggable modules the original installed from a Helm chart (OpenLDAP) or with a generated
@@ -132,18 +135,20 @@ DEFAULT = Profile({"common__redis__enabled": True, "common__openldap__enabled": 
 UPSTREAM_ROLLS = frozenset({"StatefulSet/kubesphere-system/openldap", "Deployment/kubesphere-system/ks-apiserver",
                             "Deployment/kubesphere-system/ks-controller-manager"})
 #: Every pluggable module v3.4.1 installs on a simulated cluster, as upstream v3.4.1's own objects (its profile
-#: ``pluggable``): the spec changes are paths, so each section keeps the default cc's other keys.
+#: ``pluggable``): the spec changes are paths, so each section keeps the default cc's other keys. The S2I webhook's
+#: certificate is due, as upstream's was (ks-devops' chart shipped a fixed chain, whose CA expired on 2024-02-14 and
+#: whose key is public; the render puts a new chain in its place, valid for days here): the switch replaces it.
 PLUGGABLE_UPSTREAM = Profile({
     **DEFAULT.spec, "common__opensearch__dashboard": {"enabled": True}, "events__enabled": True,
     "auditing__enabled": True, "logging__enabled": True, "devops__enabled": True, "gatekeeper__enabled": True,
     "multicluster__clusterRole": "host", "servicemesh__enabled": True, "edgeruntime__enabled": True,
     "edgeruntime__kubeedge__enabled": True,
-}, upstream="pluggable")
+}, upstream="pluggable", due=("devops",))
 #: Every pluggable module as upstream v3.3.2 itself rendered and applied it (tests/parity/upstream-v332/pluggable,
 #: v3.3.2's own cc): its log store is the Elasticsearch v3.3.2 installed (release elasticsearch-logging), which
 #: upstream's v3.4.1 installer kept (status.es), so the cc has no OpenSearch dashboard to enable.
 PLUGGABLE_V332 = Profile({k: v for k, v in PLUGGABLE_UPSTREAM.spec.items() if not k.startswith("common__opensearch")},
-                         upstream="pluggable", tag="v3.3.2", upstream_cc=True)
+                         upstream="pluggable", tag="v3.3.2", upstream_cc=True, due=("devops",))
 #: Upstream's MinIO keys (the chart values of release ks-minio), which ks-apiserver and ks-devops were given.
 MINIO_KEYS = {"accesskey": "openpitrixminioaccesskey", "secretkey": "openpitrixminiosecretkey"}
 #: What the original made and no module makes now (never adopted, never deleted): a Grafana dashboard upstream's
@@ -183,6 +188,9 @@ class V341Cluster:
     """``namespace/release`` → module, of the original's releases (the unknown one: '')."""
     credentials: dict[str, dict[str, str]] = field(default_factory=dict)
     """``namespace/name`` of a Secret → the original's values of some of its keys."""
+    renewed: dict[str, str] = field(default_factory=dict)
+    """``Secret/ns/name`` of a webhook certificate that is due (:attr:`Profile.due`) → the webhook Service it is
+    for: the switch replaces it (not among :attr:`credentials`)."""
     status: dict[str, Any] = field(default_factory=dict)
     """The cc status the original left."""
     leftovers: tuple[str, ...] = (ident(LEFTOVER), ident(UNKNOWN_OBJECT), ident(UNKNOWN_CLUSTER_OBJECT))
@@ -216,6 +224,12 @@ def upstream_status(spec: dict[str, Any], modules: list[str], version: str = "v3
     status["core"]["version"] = version
     status["clusterId"] = f"9f1c3a55-{version.replace('.', '')}"
     return status
+
+
+def service_of(certificate: dict[str, Any], namespace: str) -> str:
+    """The Service a generated serving certificate is for (the one its ``<service>.<namespace>.svc`` names)."""
+    suffix = f".{namespace}.svc"
+    return next(n.removesuffix(suffix) for n in certificate["dns"] if n.endswith(suffix))
 
 
 class Builder:
@@ -304,7 +318,8 @@ class Builder:
         fixture = upstream_fixture.load(self.profile.upstream, self.profile.tag)
         assert fixture.spec_changes == self.profile.spec, "the profile's spec is not the fixture's"
         cc = self.cc(fixture)
-        creds = upstream_fixture.Credentials(fixture)
+        creds = upstream_fixture.Credentials(fixture, self.profile.due)
+        due = {f"<generated:{release}/tls.crt>" for release in self.profile.due}
         self.made.seconds["load"] = time.monotonic() - begin
         begin = time.monotonic()
         status = upstream_status(apply_defaults(json.loads(json.dumps(cc["spec"]))), list(fixture.modules),
@@ -322,7 +337,9 @@ class Builder:
                     self.made.refs[key] = (obj["apiVersion"], kind, rest[0] if len(rest) == 2 else "", rest[-1])
                     if kind != "Namespace" and key not in self.made.adopted.get(module, []):
                         self.made.adopted.setdefault(module, []).append(key)
-                    if values := creds.secret_values(original):
+                    if kind == "Secret" and due & set((original.get("data") or {}).values()):
+                        self.made.renewed[key] = service_of(step.certificate, rest[0])
+                    elif values := creds.secret_values(original):
                         self.made.credentials[f"{rest[0]}/{rest[-1]}"] = values
         self.apply([LEFTOVER, *USER_OBJECTS], "leftovers")
         self.helm_install(*UNKNOWN_RELEASE, [UNKNOWN_OBJECT, UNKNOWN_CLUSTER_OBJECT], "")

@@ -32,6 +32,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from installer.objects.credentials import Refused, public_key_problem, type_problem
 from installer.objects.field_takeover import take_over
 from installer.objects.foreign import guard
+from installer.objects.webhook_trust import trust_new_ca
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
 SECRET_NAME = "ks-controller-manager-webhook-cert"
@@ -308,7 +309,9 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
                         recorded: str | None = None) -> CertOutcome:
     """Create the Secret, keep it when it is good (and the one ``recorded``: see :func:`judge`), replace it when
     :func:`judge` says so. A kept Secret without the CA certificate stays so; the webhooks trust what
-    :func:`trusted_bundle` says."""
+    :func:`trusted_bundle` says. A certificate found and replaced is written only once every webhook its Service
+    serves trusts the new CA beside the old (installer.objects.webhook_trust): no call through them fails, whichever
+    of the two their server serves meanwhile."""
     secrets = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     names = dns_names(service, namespace)
     try:
@@ -323,6 +326,8 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
         return CertOutcome(False, "kept", base64.b64encode(trusted_bundle(api, namespace, service, current)).decode(),
                            facts=[str(live["metadata"].get("uid") or ""), guard(live), fingerprint(current)])
     data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
+    if live and reason is not None:
+        trust_new_ca(api, namespace, service, data["ca.crt"])
     if live:  # made by the original installer (or by hand): its fields (other keys too) become the installer's
         take_over(secrets, live["metadata"], "v1")
     body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or layout.type,

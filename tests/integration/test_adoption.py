@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cert_watch import TrustWatch, bundle_cas, served, trusts
 from installer_state import REPO
 from kubernetes import client, config
 from simcluster import SimCluster, tool_path
@@ -130,7 +131,8 @@ def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str]
         shown = {o["object"]: o for o in plan[module]["objects"]}
         for key in keys:
             if key in shown and made.refs[key][1] != "CustomResourceDefinition":
-                assert shown[key]["action"] == ("recreate" if key in recreated else "adopt"), (module, shown[key])
+                action = "recreate" if key in recreated else "update" if key in made.renewed else "adopt"
+                assert shown[key]["action"] == action, (module, shown[key])
     rolls = {o["object"] for m in plan.values() for o in m["objects"] if o["action"] == "roll"}
     assert rolls == set(), rolls
     adopted = [o for m in plan.values() for o in m["objects"] if o["action"] == "adopt"]
@@ -169,10 +171,16 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     result.workloads = len(workloads)
     legacy_before = {k for k, obj in snapshot(api, made.refs).items() if _legacy(obj["metadata"])}
 
-    # The reconcile (as reconcile_ok, keeping its log): every enabled module runs, as plan says.
+    # The reconcile (as reconcile_ok, keeping its log): every enabled module runs, as plan says. The webhook
+    # certificates that are due are watched while it replaces them.
     planned = installer.planned()
+    watches = {key: TrustWatch(api, key.split("/")[1], key.split("/")[2], service)
+               for key, service in made.renewed.items()}
     begin = time.monotonic()
-    proc = installer.reconcile()
+    with contextlib.ExitStack() as stack:
+        for watched in watches.values():
+            stack.enter_context(watched)
+        proc = installer.reconcile()
     result.took = time.monotonic() - begin
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert installer.ran(proc) == planned
@@ -238,6 +246,8 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
             assert secret_value(api, namespace, name, key) == value, (ref, key)
             assert value not in log, (ref, key)
     assert secret_value(api, NAMESPACE, "openldap-secret", "password") == "admin"
+    for key, watched in watches.items():
+        renewed_in_order(api, key, watched, log)
     assert "[ks-core] kept the credentials that were there: Secret/kubesphere-system/kubesphere-secret" in log
 
     # What no module makes: logged and in status.adoption, not deleted.
@@ -259,6 +269,26 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     rolls = {k: len(set(after[k][1]) - set(workloads[k][1])) for k in result.restarted}
     assert {k: n for k, n in rolls.items() if n != 1} == dict.fromkeys(rolls_twice, 2)
     return result
+
+
+def renewed_in_order(api: client.ApiClient, key: str, watched: TrustWatch, log: str) -> None:
+    """A webhook certificate that was due (``Secret/ns/name``, watched by ``watched`` during the run): replaced, as the
+    log says; at every change of the Secret and of the webhook configurations, each webhook of its Service trusted
+    the certificate the Secret held; at the end each one's caBundle is exactly the CA that issued the certificate its
+    endpoint serves, which is the Secret's."""
+    _, namespace, name = key.split("/")
+    certificates = list(dict.fromkeys(s.certificate for s in watched.seen))
+    print(f"{key}, watched: " + "; ".join(f"{s.what} (certificate {certificates.index(s.certificate) + 1})"
+                                         for s in watched.seen))
+    assert watched.replaced, watched.seen
+    assert watched.distrusted == [], watched.distrusted
+    assert f"Secret {namespace}/{name}: replaced the certificate found there: expires soon" in log
+    certificate = watched.certificate()
+    assert served(api, namespace, watched.service) == certificate
+    hooks = watched.all_hooks()
+    assert hooks, f"no webhook of Service {namespace}/{watched.service}"
+    for hook, bundle in hooks.items():
+        assert len(bundle_cas(bundle)) == 1 and trusts(bundle, certificate), hook
 
 
 def _legacy(meta: dict[str, Any]) -> bool:

@@ -55,6 +55,10 @@ PLUGGABLE_ROLLS = UPSTREAM_ROLLS
 #: from a Secret as an environment variable (v3.4.1 wrote it into their configuration); OpenSearch's init container
 #: runs the busybox that v3.4.1's image list mirrors (1.31.1), not the chart's unpinned ``busybox:latest``. One that
 #: restarts and is not here, or is here and no longer restarts, fails the test.
+#: The S2I webhook's certificate, due (v341_cluster.PLUGGABLE_UPSTREAM), and the Service it is for.
+S2I_CERT = {"Secret/kubesphere-devops-system/s2i-webhook-server-cert": "webhook-server-service"}
+#: DevOps' two releases (ks-devops with S2I, and Argo CD), both retired by the module.
+DEVOPS_RELEASES = ["argocd/devops", "kubesphere-devops-system/devops"]
 NOT_ALIGNED = frozenset({
     *(f"Deployment/kubesphere-devops-system/devops-{name}" for name in ("apiserver", "controller", "jenkins")),
     "StatefulSet/kubesphere-logging-system/opensearch-cluster-master",
@@ -82,6 +86,11 @@ def test_first_reconcile_takes_over_the_pluggable_modules(tmp_path: Path) -> Non
         print("\n" + result.table())
         cc = installer.cc()
     made = result.made
+    # DevOps: its webhook certificate, due, replaced while its webhooks trusted the certificate their server served at
+    # every step (take_over: renewed_in_order); the module installed; both of its releases retired.
+    assert made.renewed == S2I_CERT
+    assert cc["status"]["modules"]["devops"]["phase"] == "Installed", cc["status"]["modules"]["devops"]
+    assert sorted(result.retired["devops"]) == DEVOPS_RELEASES
     assert "[redis] kept the credentials that were there: Secret/kubesphere-system/redis-secret (keys auth)" in \
         result.log
     assert set(result.restarted) >= NOT_ALIGNED, sorted(NOT_ALIGNED - set(result.restarted))

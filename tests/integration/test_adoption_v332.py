@@ -21,7 +21,7 @@ from installer.settings import MODULE_LABEL
 
 from .conftest import PLATFORM, Installer
 from .test_adoption import cluster, secret_value, take_over  # noqa: F401 (the fixture)
-from .test_adoption_pluggable import NOT_ALIGNED, PLUGGABLE_MODULES, PLUGGABLE_REPLACED
+from .test_adoption_pluggable import DEVOPS_RELEASES, NOT_ALIGNED, PLUGGABLE_MODULES, PLUGGABLE_REPLACED, S2I_CERT
 
 pytestmark = pytest.mark.cluster
 
@@ -129,6 +129,11 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
                        rolls_twice=CONFIG_READERS)
     api, made = installer.api, result.made
     assert made.modules == set(PLATFORM) | set(PLUGGABLE_MODULES)
+    # DevOps as from v3.4.1: its webhook certificate, due, replaced in an order its webhooks never distrusted
+    # (take_over), the module installed, both releases retired.
+    assert made.renewed == S2I_CERT
+    assert installer.status()["modules"]["devops"]["phase"] == "Installed"
+    assert sorted(result.retired["devops"]) == DEVOPS_RELEASES
 
     # Ready at v3.4.1, the user's cc as it was (upstream's v3.4.1 deleted it and created it again), the cluster's id
     # kept.
@@ -208,4 +213,4 @@ def test_switch_from_upstreams_own_v332_objects_ends_ready_at_v341(cluster: tupl
         print(f"{module:<15} {sum(k in updated for k in keys):>8} {sum(k in updated & by_v341 for k in keys):>10} "
               f"{sum(k in DROPPED for k in keys):>8}  {', '.join(rolled) or '-'}; {', '.join(left) or '-'}")
     print("credentials kept:", ", ".join(sorted([*made.credentials, "User/admin spec.password"])),
-          f"; replaced: {NM_CERT} (published key pair)")
+          f"; replaced: {NM_CERT} (published key pair), {', '.join(made.renewed)} (due)")

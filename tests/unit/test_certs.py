@@ -91,6 +91,7 @@ def secrets(monkeypatch: pytest.MonkeyPatch) -> FakeSecrets:
     fake = FakeSecrets()
     resources = type("R", (), {"get": lambda _self, **_: fake})()
     monkeypatch.setattr(certs, "DynamicClient", lambda _api: type("D", (), {"resources": resources})())
+    monkeypatch.setattr(certs, "trust_new_ca", lambda *_: [])  # no webhook configurations here (test_webhook_trust)
     return fake
 
 
