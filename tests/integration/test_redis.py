@@ -169,7 +169,7 @@ def test_a_found_secret_without_the_password_gets_one_and_the_log_names_the_keys
     client.CoreV1Api(redis.api).create_namespaced_secret(NS, {"metadata": {"name": SECRET}, "data": {"note": note}})
     redis.apply_cc(common__redis={"enabled": True, "enableHA": False})
     proc = redis.reconcile()
-    assert proc.returncode == 0 and redis.ran(proc) == ["redis"], proc.stderr[-3000:]
+    assert proc.returncode == 0 and "redis" in redis.ran(proc), proc.stderr[-3000:]
     secret, _ = password(redis.api)
     assert client.CoreV1Api(redis.api).read_namespaced_secret(SECRET, NS).data["note"] == note
     assert (f"[redis] kept the credentials that were there: Secret/{NS}/{SECRET} (keys kept: note; generated: auth)"
