@@ -103,9 +103,22 @@ def _spec(doc: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _mapping(node: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """The mapping at ``keys`` below ``node``, made one where an earlier mutation left another value (or none)."""
+    for key in keys:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    return node
+
+
+#: Values of a wrong type or form, one of them put where a schema field is.
+WRONG_VALUES: tuple[Any, ...] = ("abc", "", 7, -1, 10**30, 3.5, True, False, None, [], [1, "x"], {}, {"k": "v"},
+                                 "30880", "yes", "NodePort\n", "ñ")
+
+
 def _wrong_value(rng: random.Random) -> Any:
-    return rng.choice(["abc", "", 7, -1, 10**30, 3.5, True, False, None, [], [1, "x"], {}, {"k": "v"},
-                       "30880", "yes", "NodePort\n", "ñ"])
+    return copy.deepcopy(rng.choice(WRONG_VALUES))
 
 
 def wrong_type(rng: random.Random, doc: dict[str, Any]) -> None:
@@ -128,9 +141,9 @@ def huge_string(rng: random.Random, doc: dict[str, Any]) -> None:
 
 
 def many_keys(rng: random.Random, doc: dict[str, Any]) -> None:
-    """30 000 keys in one mapping."""
-    target = rng.choice([_spec(doc), _spec(doc)["authentication"], _spec(doc)["common"]])
-    target.update({f"k{i}": i for i in range(30_000)})
+    """30 000 keys in one mapping (written out by :func:`_dump`)."""
+    target = _mapping(_spec(doc), *rng.choice([(), ("authentication",), ("common",)]))
+    target[_MANY] = 30_000
 
 
 def unicode(rng: random.Random, doc: dict[str, Any]) -> None:
@@ -149,7 +162,8 @@ def jinja(rng: random.Random, doc: dict[str, Any]) -> None:
     if rng.random() < 0.5:
         _set(spec, rng.choice(_paths(spec)), text)
     else:
-        spec["authentication"][rng.choice(["jwtSecret", "adminPassword", "oauthOptions"])] = f"{CANARY}{text}"
+        _mapping(spec, "authentication")[rng.choice(["jwtSecret", "adminPassword", "oauthOptions"])] = \
+            f"{CANARY}{text}"
     if rng.random() < 0.3:  # a key is named in messages: no canary in it
         rng.choice(_containers(spec))[text.replace(CANARY, "k")] = "v"
 
@@ -163,30 +177,30 @@ def legacy(rng: random.Random, doc: dict[str, Any]) -> None:
     if key == "console":
         spec["console"] = {"port": bad, "enableMultiLogin": bad}
     elif key in ("es", "opensearch"):
-        spec["common"].setdefault(key, {})[f"{'elasticsearch' if key == 'es' else 'opensearch'}DataReplicas"] = bad
+        _mapping(spec, "common", key)[f"{'elasticsearch' if key == 'es' else 'opensearch'}DataReplicas"] = bad
     else:
-        spec["common"][key] = bad
+        _mapping(spec, "common")[key] = bad
 
 
 def credentials(rng: random.Random, doc: dict[str, Any]) -> None:
     """Canary credentials in free-form sections, secret fields and unknown keys, some of them invalid."""
     spec = _spec(doc)
     where = rng.choice(["oauth", "oauth_bad", "secret_field", "unknown", "free_form", "secret_wrong_type"])
+    auth = _mapping(spec, "authentication") if where not in ("unknown", "free_form") else {}
     if where == "oauth":
-        spec["authentication"]["oauthOptions"] = {"identityProviders": [
+        auth["oauthOptions"] = {"identityProviders": [
             {"name": "p", "provider": {"privateKey": CANARY, "clientSecret": CANARY}}]}
     elif where == "oauth_bad":
-        spec["authentication"]["oauthOptions"] = rng.choice([CANARY, [CANARY], 5, {"x": {"privateKey": CANARY}}])
+        auth["oauthOptions"] = rng.choice([CANARY, [CANARY], 5, {"x": {"privateKey": CANARY}}])
     elif where == "secret_field":
-        spec["authentication"][rng.choice(["jwtSecret", "adminPassword"])] = rng.choice(
+        auth[rng.choice(["jwtSecret", "adminPassword"])] = rng.choice(
             [CANARY, CANARY * 1000, f"{CANARY}\x00", f"{CANARY}\n{CANARY}"])
     elif where == "unknown":
         rng.choice(_containers(spec))[rng.choice(["privateKey", "password", "apiToken"])] = CANARY
     elif where == "free_form":
         spec["affinity"] = {"privateKey": CANARY, "nodeAffinity": {"token": CANARY}}
     else:
-        spec["authentication"][rng.choice(["jwtSecret", "adminPassword"])] = rng.choice(
-            [{"v": CANARY}, [CANARY], 12345678, True])
+        auth[rng.choice(["jwtSecret", "adminPassword"])] = rng.choice([{"v": CANARY}, [CANARY], 12345678, True])
 
 
 DICT_MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], None]] = {
@@ -195,10 +209,23 @@ DICT_MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], None]] = {
 }
 
 _HOLE = "HOSTILE-HOLE"
+_MANY = "HOSTILE-MANY"
+"""A key that stands for that many keys ``k0: 0``, ``k1: 1``... in its mapping: PyYAML takes seconds to represent
+30 000 keys of a dict, the generator milliseconds to write them."""
+_MANY_LINE = re.compile(rf"^( *){_MANY}: (\d+)$", re.MULTILINE)
 
 
 def _dump(doc: dict[str, Any]) -> str:
-    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=10**9)
+    """``doc`` as YAML, written by LibYAML where PyYAML has it (a 100 KB string in milliseconds, not a second; it
+    writes astral characters as ``\\U`` escapes)."""
+    text = yaml.dump(doc, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=False, allow_unicode=True,
+                     width=10**9)
+    return _MANY_LINE.sub(lambda m: _many(m[1], int(m[2])), text)
+
+
+@functools.cache
+def _many(indent: str, count: int) -> str:
+    return "\n".join(f"{indent}k{i}: {i}" for i in range(count))
 
 
 def _deep(rng: random.Random, depth: int, as_list: bool) -> str:
@@ -211,7 +238,7 @@ def deep(rng: random.Random, doc: dict[str, Any]) -> str:
     spec = _spec(doc)
     where = rng.choice([("affinity",), ("authentication", "oauthOptions"), ("common", "core", "console"),
                         ("tolerations",)])
-    _set(spec, where, _HOLE)
+    _mapping(spec, *where[:-1])[where[-1]] = _HOLE
     depth = rng.choice([rng.randint(1, 64), rng.randint(60, 140), rng.randint(900, 1000)])
     return _dump(doc).replace(_HOLE, _deep(rng, depth, rng.random() < 0.5))
 

@@ -57,11 +57,14 @@ STATE_JQ = """%(pattern)s as $re | %(public)s as $public
   def withheld: . as $doc | any(paths(scalars) as $p | ($p | dotted) as $s | ($doc | getpath($p)) as $v
     | $v != null and $v != "" and any($s[]; test($re; "i")) and $public[$s | join(".")] != $v; .);
   (.data // {}) as $data
+  | (try any($data[]; try (@base64d | fromjson | false) catch true) catch true) as $unreadable
   | {resourceVersion: .metadata.resourceVersion,
-     data: (if (try any($data[]; try (@base64d | fromjson | withheld) catch true) catch true)
-            then null else $data end)}"""
+     data: (if $unreadable or (try any($data[]; try (@base64d | fromjson | withheld) catch true) catch true)
+            then null else $data end)}
+  + (if $unreadable then {unreadable: true} else {} end)"""
 """The state Secret's resourceVersion and data; ``data`` is null when an entry (decoded: the last spec, a module's
-inputs) holds a credential other than a published default, or cannot be read. Then the full reconcile decides."""
+inputs) holds a credential other than a published default, or cannot be read (then ``unreadable`` is true too). Then
+the full reconcile decides."""
 
 
 def state_filter() -> str:
@@ -165,7 +168,7 @@ def _mark_progressing(contexts: list[dict[str, Any]]) -> None:
 
 def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:
     """Whether the snapshots show there is nothing to do (installer.engine.fastpath); any doubt runs the full path."""
-    if not contexts or triggers - {SPEC_BINDING, SCHEDULE_BINDING}:
+    if not contexts or triggers - {SPEC_BINDING, SCHEDULE_BINDING} or _state_unreadable(contexts):
         return False
     try:
         from installer.engine import fastpath
@@ -175,6 +178,16 @@ def _settled(contexts: list[dict[str, Any]], triggers: set[str]) -> bool:
     except Exception:  # the full reconcile decides again, from the API
         log.debug("fast path not taken", exc_info=True)
         return False
+
+
+def _state_unreadable(contexts: list[dict[str, Any]]) -> bool:
+    """Whether the newest state snapshot says an entry cannot be decoded (STATE_JQ): the full path reports it."""
+    for context in reversed(contexts):
+        items = (context.get("snapshots") or {}).get(STATE_BINDING)
+        if items is not None:
+            result = items[0].get("filterResult") if items else None
+            return isinstance(result, dict) and result.get("unreadable") is True
+    return False
 
 
 def _state_objects(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -199,7 +212,7 @@ def _state_object(result: Any) -> dict[str, Any] | None:
 
 
 def _handle(triggers: set[str], cancel: threading.Event) -> int:
-    from installer.engine.reconcile import Reconciler, check_drift
+    from installer.engine.reconcile import Reconciler, check_drift, state_unreadable
     from installer.engine.retry import drift_check_due, due_for_retry, refusal_to_recheck
     from installer.engine.status import mark_unreconciled
     from installer.objects.cluster import ClusterConfigurations
@@ -224,7 +237,8 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
         return 0  # the annotation was removed: nothing was asked
     elif triggers and triggers <= {SCHEDULE_BINDING}:
         due = due_for_retry(cc.get("status"))
-        recheck = refusal_to_recheck(cc.get("status"))
+        # An unreadable state is reported as an edit reports it: by the reconcile, which stalls on it.
+        recheck = refusal_to_recheck(cc.get("status")) or state_unreadable(api)
         if drift_check_due(cc.get("status"), settings.drift_interval):
             drift = check_drift(api)
         if not due and not drift and not recheck:

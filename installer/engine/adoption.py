@@ -114,33 +114,45 @@ def _read_secret(core: client.CoreV1Api, namespace: str, name: str) -> Any:
 
 
 def credentials_found(api: client.ApiClient, module: str) -> dict[str, dict[str, str]]:
-    """``Secret/ns/name (keys a, b)`` → its data, of the module's credential Secrets that exist without its label
-    (the original's, or made by hand): their values are to stay (:func:`credentials_kept` tells whether they did).
-    The data stays in memory only."""
+    """``Secret/ns/name`` → its data, of the module's credential Secrets that exist without its label (the
+    original's, or made by hand): their values are to stay (:func:`credentials_kept` tells whether they did). The
+    data stays in memory only."""
     core = client.CoreV1Api(api)
     found = {}
     for namespace, name in get_module(module).credentials:
         secret = _read_secret(core, namespace, name)
         if secret is not None and (secret.metadata.labels or {}).get(MODULE_LABEL) != module:
-            found[f"Secret/{namespace}/{name} (keys {', '.join(sorted(secret.data or {}))})"] = dict(secret.data or {})
+            found[f"Secret/{namespace}/{name}"] = dict(secret.data or {})
     return found
 
 
 def credentials_kept(api: client.ApiClient, found: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
-    """Of the Secrets :func:`credentials_found` returned: those whose every key still has its value, and the others
-    (as ``Secret/ns/name (keys a, b changed)``, names only)."""
+    """Of the Secrets :func:`credentials_found` returned: those whose every key still has its value, and the others,
+    each as ``Secret/ns/name (keys a, b)`` with the keys the run generated, and for the others the keys it changed
+    (:func:`_keys_said`; key names only)."""
     core = client.CoreV1Api(api)
     kept, changed = [], []
-    for label, before in found.items():
-        _, namespace, rest = label.split("/", 2)
-        secret = _read_secret(core, namespace, rest.split(" ", 1)[0])
+    for ref, before in found.items():
+        _, namespace, name = ref.split("/", 2)
+        secret = _read_secret(core, namespace, name)
         data = (secret.data or {}) if secret is not None else {}
         differ = sorted(k for k, v in before.items() if data.get(k) != v)
-        if differ:
-            changed.append(f"{label.split(' ', 1)[0]} (keys {', '.join(differ)} changed)")
-        else:
-            kept.append(label)
+        generated = sorted(k for k in data if k not in before)
+        same = sorted(k for k in before if k not in differ)
+        (changed if differ else kept).append(f"{ref} ({_keys_said(same, differ, generated)})")
     return kept, changed
+
+
+def _keys_said(same: list[str], differ: list[str], generated: list[str]) -> str:
+    """The keys of a found Secret after the run: ``keys a, b`` (all kept), else which were kept, changed and
+    generated (``keys kept: none; generated: auth``, ``keys a changed; generated: b``)."""
+    if differ:
+        parts = [f"keys {', '.join(differ)} changed", *([f"kept: {', '.join(same)}"] if same else [])]
+    elif generated:
+        parts = [f"keys kept: {', '.join(same) or 'none'}"]
+    else:
+        return f"keys {', '.join(same)}"
+    return "; ".join([*parts, *([f"generated: {', '.join(generated)}"] if generated else [])])
 
 
 def _left_over(kind: str, meta: dict[str, Any], namespaces: set[str], released: set[Key]) -> bool:

@@ -67,7 +67,8 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
         return False
     if schedule_only:
         return not (refusal_to_recheck(status) or due_for_retry(status)
-                    or drift_check_due(status, settings.drift_interval))
+                    or drift_check_due(status, settings.drift_interval)
+                    or _unreadable(snapshot(contexts, state_binding)))
     secret = snapshot(contexts, state_binding)
     if secret is None or not _seen_by(status, secret):
         return False  # first install, or a state this status was not written after
@@ -90,6 +91,17 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
     if patch:
         _write_status_patch(Path(patch_path), patch)
     return True
+
+
+def _unreadable(secret: dict[str, Any] | None) -> bool:
+    """Whether the state snapshot's data does not read (the full path reports it, Stalled, as an edit does)."""
+    if secret is None:
+        return False  # none yet, or data withheld: the full path reads it when it runs
+    try:
+        parse(secret.get("data") or {}, f"Secret {NAMESPACE}/{STATE_SECRET}")
+    except StateUnreadable:
+        return True
+    return False
 
 
 def _seen_by(status: dict[str, Any], secret: dict[str, Any]) -> bool:

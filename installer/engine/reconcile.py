@@ -65,6 +65,15 @@ class ReconcileResult:
         return not self.errors and all(o.ok for o in self.outcomes.values())
 
 
+def state_unreadable(api: client.ApiClient) -> bool:
+    """Whether the state Secret cannot be read (or a newer installer wrote it): a reconcile reports it (Stalled)."""
+    try:
+        StateStore(api).load()
+    except StateUnreadable:
+        return True
+    return False
+
+
 def check_drift(api: client.ApiClient) -> dict[str, list[str]]:
     """Compare every installed module's inventory with the cluster; record the check (and any drift) in status."""
     try:

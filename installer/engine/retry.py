@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from installer.engine.planning import STATE_TOO_NEW, STATE_UNREADABLE
 from installer.engine.status import Phase, condition_of
 from installer.settings import MEMBERS_JOINED
 
@@ -40,6 +41,7 @@ def drift_check_due(status: dict[str, Any] | None, interval: int, now: dt.dateti
 
 
 def refusal_to_recheck(status: dict[str, Any] | None) -> bool:
-    """Whether the spec was refused for the cluster's sake (member clusters joined), which can change without an
-    edit of the cc: the schedule binding tries it again."""
-    return condition_of(status or {}, "Stalled").get("reason") == MEMBERS_JOINED
+    """Whether the reconcile stalled for the cluster's sake, which can change without an edit of the cc (member
+    clusters joined; the state Secret unreadable, or a newer installer's, until it is repaired or reset): the
+    schedule binding tries it again."""
+    return condition_of(status or {}, "Stalled").get("reason") in (MEMBERS_JOINED, STATE_UNREADABLE, STATE_TOO_NEW)

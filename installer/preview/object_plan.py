@@ -24,7 +24,7 @@ from typing import Any
 from installer.ansible_tasks import generators, preview_params
 from installer.ansible_tasks import task as task_module
 from installer.ansible_tasks._record import GENERATED, GENERATED_CA
-from installer.config.secrets import REDACTED, SECRET_KEY, redact_text, redact_texts
+from installer.config.secrets import REDACTED, credential_key, hidden, redact_keys, redact_text, redact_texts
 from installer.engine.adoption import releases_to_retire
 from installer.objects.api_errors import api_reason
 from installer.objects.manifests import DryRun, Manifests, as_applied
@@ -62,10 +62,6 @@ def normalised(obj: Obj | None) -> Obj | None:
     return out
 
 
-def _credential(key: Any) -> bool:
-    return isinstance(key, str) and bool(SECRET_KEY.search(key))
-
-
 def _named(items: list[Any]) -> bool:
     names = [i.get("name") for i in items if isinstance(i, dict)]
     return len(names) == len(items) and all(isinstance(n, str) for n in names) and len(set(names)) == len(names)
@@ -79,7 +75,7 @@ def _text_diff(path: str, old: str, new: str) -> list[str]:
 
 
 def _value_diff(path: str, old: Any, new: Any, redacted: bool) -> list[str]:
-    if redacted:
+    if redacted and (hidden(old) or hidden(new)):
         return [f"{path}: {REDACTED} (changed)" if old is not None and new is not None
                 else f"{path}: {'+' if old is None else '-'} {REDACTED}"]
     if old is None:
@@ -101,15 +97,15 @@ def diff(old: Any, new: Any, path: str = "", redacted: bool = False) -> list[str
         out = []
         for key in sorted(set(old) | set(new), key=str):
             sub = f"{path}.{key}" if path else str(key)
-            out += diff(old.get(key), new.get(key), sub, redacted or _credential(key))
+            out += diff(old.get(key), new.get(key), sub, redacted or credential_key(key))
         return out
     if isinstance(old, list) and isinstance(new, list) and _named(old) and _named(new):
         before, after = {i["name"]: i for i in old}, {i["name"]: i for i in new}
         out = []
         for name in list(before) + [n for n in after if n not in before]:
             item = {**(before.get(name) or {}), **(after.get(name) or {})}
-            hidden = redacted or (_credential(name) and "value" in item)  # an env variable holding a credential
-            out += diff(before.get(name), after.get(name), f"{path}[{name}]", hidden)
+            secret = redacted or (credential_key(name) and "value" in item)  # an env variable holding a credential
+            out += diff(before.get(name), after.get(name), f"{path}[{name}]", secret)
         if not out and [i["name"] for i in old] != [i["name"] for i in new]:
             out.append(f"{path}: order {shown([i['name'] for i in old])} -> {shown([i['name'] for i in new])}")
         return out
@@ -147,8 +143,9 @@ def object_diff(live: Obj, after: Obj) -> list[str]:
 
 def redacted_manifest(obj: Obj) -> Obj:
     """``obj`` as printed: a Secret's values replaced by ``<redacted>``, a generated CA bundle by ``(generated)``;
-    elsewhere the string under a credential-named key (an env variable's value by its name) and, in the texts of a
-    ConfigMap, the values of credential keys (installer.config.secrets.redact_text)."""
+    elsewhere the credentials as every output hides them (installer.config.secrets.redact_keys: the value under a
+    credential-named key, whole; an env variable's value by its name), and in the texts of a ConfigMap the same,
+    line by line (installer.config.secrets.redact_text)."""
     out = json.loads(json.dumps(obj).replace(json.dumps(GENERATED_CA), json.dumps(GENERATED)))
     if out.get("kind") == "Secret":
         for key in ("data", "stringData"):
@@ -157,23 +154,8 @@ def redacted_manifest(obj: Obj) -> Obj:
         return out
     if out.get("kind") == "ConfigMap" and isinstance(out.get("data"), dict):
         out["data"] = {k: redact_text(v) if isinstance(v, str) else v for k, v in out["data"].items()}
-    _redact_fields(out)
-    return out
-
-
-def _redact_fields(node: Any) -> None:
-    """Hide, in place, every non-empty string under a credential-named key and every env variable's ``value``
-    whose name is one."""
-    if isinstance(node, dict):
-        named = isinstance(node.get("name"), str) and _credential(node["name"]) and isinstance(node.get("value"), str)
-        for key, value in node.items():
-            if isinstance(value, str) and value and (_credential(key) or (named and key == "value")):
-                node[key] = REDACTED
-            else:
-                _redact_fields(value)
-    elif isinstance(node, list):
-        for item in node:
-            _redact_fields(item)
+    shown: Obj = redact_keys(out)
+    return shown
 
 
 # --- The plan -------------------------------------------------------------------------------------------------

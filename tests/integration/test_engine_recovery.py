@@ -310,6 +310,34 @@ def test_corrupt_state_is_stalled_and_repairable(installer: Installer) -> None:
 
 
 @pytest.mark.platform
+def test_the_schedule_reports_an_unreadable_state_as_an_edit_does(installer: Installer, tmp_path: Path) -> None:
+    """No edit comes: the minute's tick stalls on the state with the edit's message and log line, and clears it
+    once the state is repaired."""
+    installer.apply_cc()
+    installer.reconcile_ok()
+    core = client.CoreV1Api(installer.api)
+    core.patch_namespaced_secret(STATE_SECRET, NAMESPACE, {"data": {"redis": base64.b64encode(b"{not json").decode()}})
+    message = f"the installer's state is unreadable: Secret {NAMESPACE}/{STATE_SECRET}, key 'redis'"
+    try:
+        ticks = [hook_tick(installer, tmp_path, KS_DRIFT_INTERVAL="3600") for _ in range(2)]  # no drift check due
+        for tick in ticks:
+            assert tick.returncode == 0 and "Traceback" not in tick.stderr, tick.stderr[-3000:]
+            assert message in tick.stderr and installer.ran(tick) == [], tick.stderr[-3000:]
+        stalled = installer.condition("Stalled")
+        assert (stalled["status"], stalled["reason"]) == ("True", "StateUnreadable") and message in stalled["message"]
+        assert installer.condition("Ready")["status"] == "False"
+        edit = hook_tick(installer, tmp_path, binding="Monitor clusterconfiguration")
+        assert installer.condition("Stalled")["message"] == stalled["message"]
+        said = [line for line in ticks[0].stderr.splitlines() if message in line]
+        assert said and said == [line for line in edit.stderr.splitlines() if message in line]
+    finally:
+        core.patch_namespaced_secret(STATE_SECRET, NAMESPACE, {"data": {"redis": None}})
+    repaired = hook_tick(installer, tmp_path, KS_DRIFT_INTERVAL="3600")
+    assert repaired.returncode == 0 and installer.ran(repaired) == [], repaired.stderr[-3000:]
+    assert installer.condition("Stalled")["status"] == "False" and installer.condition("Ready")["status"] == "True"
+
+
+@pytest.mark.platform
 def test_new_installer_version_alone_runs_nothing(installer: Installer) -> None:
     """An installer upgrade that changes no module's code (here: only its version) runs no playbook."""
     installer.apply_cc()

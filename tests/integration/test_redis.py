@@ -160,3 +160,18 @@ def test_switching_the_topology_never_runs_both(redis: Installer) -> None:
         assert core.list_namespaced_pod(NS, label_selector=pods).items  # the new topology runs
         other = SINGLE_PODS if ha else HA_PODS
         assert core.list_namespaced_pod(NS, label_selector=other).items == []
+
+
+def test_a_found_secret_without_the_password_gets_one_and_the_log_names_the_keys(redis: Installer) -> None:
+    """redis-secret made by hand with another key and no ``auth``: the password is generated beside what is kept,
+    and the takeover's line says which key was kept and which generated, never the value."""
+    note = base64.b64encode(b"made by hand").decode()
+    client.CoreV1Api(redis.api).create_namespaced_secret(NS, {"metadata": {"name": SECRET}, "data": {"note": note}})
+    redis.apply_cc(common__redis={"enabled": True, "enableHA": False})
+    proc = redis.reconcile()
+    assert proc.returncode == 0 and "redis" in redis.ran(proc), proc.stderr[-3000:]
+    secret, _ = password(redis.api)
+    assert client.CoreV1Api(redis.api).read_namespaced_secret(SECRET, NS).data["note"] == note
+    assert (f"[redis] kept the credentials that were there: Secret/{NS}/{SECRET} (keys kept: note; generated: auth)"
+            in proc.stderr), proc.stderr[-3000:]
+    assert secret not in proc.stderr and "(keys )" not in proc.stderr

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
+import copy
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
 from installer.engine.changes import describe_changes
 
 
@@ -129,3 +138,52 @@ def test_list_items_added_or_removed_are_named_one_by_one() -> None:
 
 def test_a_type_change_is_one_line() -> None:
     assert describe_changes({"etcd": {"port": 2379}}, {"etcd": {"port": "2379"}}) == ['etcd.port: 2379 -> "2379"']
+
+
+#: A config with credentials nested under credential-named keys (a mapping, a list, a number), env-variable pairs
+#: (the name before or after the value), and what stays: booleans, empty values, other keys.
+NESTED = {"authentication": {"oauthOptions": {"identityProviders": [{"name": "ldap", "provider": {
+    "managerPassword": 918273645, "credentials": {"pass": "C-pass", "more": {"deeper": "C-deep"}, "user": "C-user"},
+    "privateKey": ["C-item", {"k": "C-map"}], "token": {"x": "C-token"}, "enabled": True, "apiKey": False,
+    "secret": "", "clientSecret": {"x": "C-x", "y": "C-y, }"}, "host": "ldap.example:389", "password": None}}]}},
+    "env": [{"name": "DB_PASSWORD", "value": "C-env"}, {"name": "MODE", "value": "plain"},
+            {"value": "C-env-first", "name": "X_TOKEN"}],
+    "after": "shown"}
+CANARIES = re.compile(r"C-[a-z-]+|918273645")
+
+
+@pytest.mark.parametrize("written", [
+    lambda d: yaml.safe_dump(d, sort_keys=False),
+    lambda d: yaml.safe_dump(d, sort_keys=False, default_flow_style=None),
+    lambda d: json.dumps(d, indent=2),
+    lambda d: json.dumps(d),
+], ids=["yaml-block", "yaml-flow", "json-indented", "json-one-line"])
+def test_a_config_text_is_redacted_by_the_rule_of_objects_and_specs(written: Callable[[Any], str]) -> None:
+    from installer.config.secrets import redact, redact_keys, redact_text
+
+    expected = redact_keys(NESTED)
+    assert not CANARIES.findall(json.dumps(expected)) and not CANARIES.findall(json.dumps(redact({"x": NESTED})))
+    provider = expected["authentication"]["oauthOptions"]["identityProviders"][0]["provider"]
+    assert (provider["enabled"], provider["apiKey"], provider["secret"], provider["host"]) == (
+        True, False, "", "ldap.example:389")
+    assert provider["credentials"] == provider["managerPassword"] == "<redacted>"
+    assert [e["value"] for e in expected["env"]] == ["<redacted>", "plain", "<redacted>"]
+    shown = redact_text(written(NESTED))
+    assert not CANARIES.findall(shown), shown
+    assert yaml.safe_load(shown) == expected  # the same rule, line by line
+
+
+def test_a_changed_credential_nested_in_a_config_text_is_said_to_change() -> None:
+    from installer.preview.object_plan import diff, redacted_manifest
+
+    changed = copy.deepcopy(NESTED)
+    changed["authentication"]["oauthOptions"]["identityProviders"][0]["provider"]["credentials"]["more"] = "C-new"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubesphere-config"}}
+    for dump in (lambda d: yaml.safe_dump(d, sort_keys=False), lambda d: json.dumps(d, indent=2)):
+        lines = diff({**cm, "data": {"k": dump(NESTED)}}, {**cm, "data": {"k": dump(changed)}})
+        assert not CANARIES.findall("\n".join(lines)), lines
+        assert [line.split("+", 1)[1].strip() for line in lines if line.startswith("    +")] in (
+            ["credentials: <redacted> (changed)"], ['"credentials": "<redacted>", (changed)'])
+    printed = redacted_manifest({**cm, "data": {"k": yaml.safe_dump(NESTED)}, "spec": NESTED})
+    assert not CANARIES.findall(json.dumps(printed))
+    assert printed["spec"]["authentication"]["oauthOptions"]["identityProviders"][0]["provider"]["enabled"] is True

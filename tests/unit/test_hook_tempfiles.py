@@ -158,10 +158,22 @@ def test_empty_and_published_default_credentials_are_kept(inputs: dict[str, Any]
 
 @needs_jq
 @pytest.mark.parametrize("value", ["not base64!", "bm90IGpzb24=", 7])
-def test_an_unreadable_entry_withholds_the_data(value: Any, settings: Settings) -> None:
+def test_an_unreadable_entry_withholds_the_data_and_sends_the_schedule_to_the_full_path(
+        value: Any, settings: Settings) -> None:
     secret = _secret(settings, _spec())
     secret["data"]["ks-core"] = value
-    assert _jq(secret) == {"resourceVersion": REVISION, "data": None}
+    result = _jq(secret)
+    assert result == {"resourceVersion": REVISION, "data": None, "unreadable": True}
+    settings.running_file.parent.mkdir(parents=True)
+    settings.running_file.write_text("welcome")
+    cc = _cc(_spec())
+    cc["status"]["lastDriftCheck"] = "2999-01-01T00:00:00Z"  # no drift check due
+    tick = [{"binding": hook.SCHEDULE_BINDING, "type": "Schedule", "snapshots": {
+        hook.SPEC_BINDING: [{"object": cc, "filterResult": cc["spec"]}],
+        hook.STATE_BINDING: [{"filterResult": result}]}}]
+    assert not hook._settled(tick, {hook.SCHEDULE_BINDING})  # the full path reports it, as for an edit
+    tick[0]["snapshots"][hook.STATE_BINDING] = [{"filterResult": _jq(_secret(settings, _spec()))}]
+    assert hook._settled(tick, {hook.SCHEDULE_BINDING})
 
 
 def _payload_dirs(root: Path) -> list[Path]:

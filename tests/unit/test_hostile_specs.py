@@ -3,11 +3,26 @@ refused with a message naming the field or the YAML problem; no traceback, no se
 
 from __future__ import annotations
 
+import collections
+import copy
+import itertools
+import random
 import time
 from pathlib import Path
 
 import pytest
-from hostile_specs import KINDS, run, run_found, run_plan, run_state
+from hostile_specs import (
+    DICT_MUTATIONS,
+    KINDS,
+    TEXT_MUTATIONS,
+    WRONG_VALUES,
+    _base,
+    generate,
+    run,
+    run_found,
+    run_plan,
+    run_state,
+)
 
 SPEC = "apiVersion: installer.kubesphere.io/v1alpha1\nkind: ClusterConfiguration\nmetadata: {name: ks-installer}\n"
 
@@ -58,3 +73,24 @@ def test_hostile_credentials_found_are_kept_replaced_or_refused_naming_the_secre
     totals = run_found(300, 3, quiet=True)
     assert not totals.get("BUG"), totals
     assert totals.get("refused", 0) > 100 and totals.get("replaced", 0) > 20 and totals.get("kept", 0) > 20
+
+
+@pytest.mark.parametrize("seed", [1, 3, 5, 8])
+def test_the_generator_makes_a_spec_for_every_draw(seed: int) -> None:
+    rng = random.Random(seed)
+    made = collections.Counter(kind for _ in range(500) for kind in generate(rng)[0])
+    assert set(made) == set(KINDS)
+
+
+@pytest.mark.parametrize("section", [("common",), ("authentication",), ("common", "es"), ("common", "core"),
+                                     ("affinity",), ("tolerations",)], ids=".".join)
+def test_each_mutation_applies_over_any_value_an_earlier_one_left(section: tuple[str, ...]) -> None:
+    """A mutation after one that made a section a scalar or a list (``--seed 5`` drew that: a TypeError)."""
+    for i, (value, kind) in enumerate(itertools.product(WRONG_VALUES, KINDS)):
+        doc = _base()
+        node = doc["spec"]
+        for key in section[:-1]:
+            node = node[key]
+        node[section[-1]] = copy.deepcopy(value)
+        mutation = DICT_MUTATIONS.get(kind) or TEXT_MUTATIONS[kind]
+        mutation(random.Random(i), doc)

@@ -3,13 +3,14 @@ wrapper passes the pod's SIGTERM on and exits with the operator's code."""
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import sys
 import textwrap
 import time
 
-from installer.podlog import pod_line
+from installer.podlog import LINE_CAP, pod_line, relay, shown
 
 # Lines shell-operator v1.6.1 wrote while the hook installed the default platform (its --log-type=json output).
 OPERATOR = ('{"level":"info","logger":"shell-operator","msg":"shell-operator v1.6.1",'
@@ -48,6 +49,26 @@ def test_no_value_makes_a_line_of_its_own() -> None:
     assert pod_line(forged) == "x\\x0aStart installing evil\\x1b[2J"
     assert pod_line("plain\rline") == "plain\\x0dline"
     assert pod_line("[1, 2]") == "[1, 2]"
+
+
+def test_every_field_is_escaped_and_a_line_is_cut_with_a_marker() -> None:
+    record = ('{"time": "T\\n2026", "level": "info\\nFAKE", "msg": "a\\u009bb\\u202ec\\u2028d\\u0085e\\tf",'
+              '"error": "\\ud800\\u2066"}')
+    assert pod_line(record) == "T\\x0a2026 INFO\\x0aFAKE: a\\x9bb\\u202ec\\u2028d\\x85e\\x09f error=\\ud800\\u2066"
+    assert shown(b"[" * 100_000) == "[" * 100_000  # nested past the parser: the text it is
+    assert shown(b"ok \xff\xc0\xaf") == "ok \\xff\\xc0\\xaf"  # not UTF-8: the bytes as escapes
+    assert shown(b"x" * LINE_CAP, 9_934_464) == "x" * LINE_CAP + " [... 9934464 bytes cut]"
+
+
+class Gone(io.BytesIO):
+    def write(self, _data: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_stdout_that_is_gone_stops_the_printing_not_the_reading() -> None:
+    stream = io.BytesIO(b"".join(b'{"msg": "line %d"}\n' % i for i in range(1000)))
+    relay(stream, Gone())
+    assert stream.read() == b""  # read to the end: the operator never blocks on a full pipe
 
 
 def test_the_wrapper_relays_passes_sigterm_on_and_exits_with_the_operators_code() -> None:
