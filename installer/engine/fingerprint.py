@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from installer import yaml_c
 from installer.engine.plays import file_name, play_text, plays_of
 from installer.engine.unset import without_unset
 from installer.modules import Module
@@ -31,6 +31,8 @@ _INCLUDE_ROLE = ("include_role", "import_role", "ansible.builtin.include_role", 
 
 
 def _load(path: Path) -> Any:
+    from installer import yaml_c  # only when digests are computed: a reconcile with nothing to do reuses them
+
     return yaml_c.load(path.read_text())
 
 
@@ -179,12 +181,12 @@ class DigestCache:
         self._digests: dict[str, str] | None = None
 
     def signature(self) -> str:
+        """The paths, sizes and modification times of every file under the roles, the engine and the plays."""
         if self._signature is None:
             h = hashlib.sha256()
             for root in (*self.dirs, *([self.plays_dir] if self.plays_dir is not None else [])):
-                for f in sorted(p for p in root.rglob("*") if "__pycache__" not in p.parts):
-                    st = f.stat()
-                    h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                for path, size, mtime in sorted(_files(str(root))):
+                    h.update(f"{path}\0{size}\0{mtime}\n".encode())
             self._signature = h.hexdigest()
         return self._signature
 
@@ -217,6 +219,19 @@ class DigestCache:
             tmp.replace(self.path)
         except OSError:
             pass  # a cache: computing again next time is fine
+
+
+def _files(root: str) -> Iterator[tuple[str, int, int]]:
+    """Path, size and modification time of each file under ``root``, ``__pycache__`` left out (os.scandir: a
+    tenth of the CPU of Path.rglob and a stat per path, on every reconcile)."""
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.is_dir():
+                if entry.name != "__pycache__":
+                    yield from _files(entry.path)
+            else:
+                st = entry.stat()
+                yield entry.path, st.st_size, st.st_mtime_ns
 
 
 def module_hash(module: Module, inputs: dict[str, Any], files: str) -> str:

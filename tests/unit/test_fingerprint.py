@@ -170,9 +170,9 @@ def test_tasks_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path
 ANSIBLE_SIDE_DIRS = ("ansible_tasks", "objects")
 #: The shared files at the package's top that the Ansible side imports.
 SHARED = {"__init__.py", "escape.py", "log_store.py", "s3_store.py", "settings.py", "spec.py", "yaml_c.py"}
-# telemetry's task reads the cc as the engine does (its report describes the spec): the config package and the
-# module registry too.
-TELEMETRY_ALSO = ("config", "modules.py")
+# telemetry's task reads the cc as the engine does (its report describes the spec): the config package (with the
+# data files and bounded JSON it reads through) and the module registry too.
+TELEMETRY_ALSO = ("config", "modules.py", "data_files.py", "json_bounded.py")
 
 
 def test_the_ansible_side_is_a_folder_and_imports_only_what_it_runs() -> None:
