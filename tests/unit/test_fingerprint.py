@@ -143,6 +143,27 @@ def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkey
     assert second != first and second == fingerprint.files_digest(redis, roles)
 
 
+def test_one_miss_computes_every_modules_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module switched on after the install finds its digest in the cache: the install's first miss computed
+    every module's (they share most files, each parsed once)."""
+    import json
+
+    from installer.engine import fingerprint
+
+    cache_file = tmp_path / "digests.json"
+    preinstall = fingerprint.DigestCache(cache_file, REPO / "roles")(get_module("preinstall"))
+    saved = json.loads(cache_file.read_text())["digests"]
+    assert sorted(saved) == sorted(m.name for m in MODULES) and saved["preinstall"] == preinstall
+
+    def not_again(*_: object) -> str:
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(fingerprint, "files_digest", not_again)
+    assert fingerprint.DigestCache(cache_file, REPO / "roles")(get_module("metrics_server")) == saved["metrics_server"]
+    monkeypatch.undo()
+    assert saved["metrics_server"] == fingerprint.files_digest(get_module("metrics_server"), REPO / "roles")
+
+
 def test_tasks_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path) -> None:
     """A change to a ks_* task's file re-runs exactly the modules whose roles call it, and a change to the action
     plugins' shared base re-runs every module that calls any task."""
