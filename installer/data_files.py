@@ -1,12 +1,14 @@
 """The installer's own YAML data files (the spec's schema, the default cc), read through JSON copies in its cache
 directory (``$KS_BASE_DIR/cache/data``; the image sets ``KS_BASE_DIR``): parsing them, and importing PyYAML to do so,
-was about a fifth of the CPU of a hook run that finds nothing to do. A copy is used while the file has the path, size
-and modification time it was made from; without ``KS_BASE_DIR`` or a writable cache the file is parsed each time.
+was about a fifth of the CPU of a hook run that finds nothing to do. A copy is used while the file's content is the one
+it was made from (its SHA-256: reading and hashing the file costs a small part of parsing it); without
+``KS_BASE_DIR`` or a writable cache the file is parsed each time.
 (The base directory is read here, not through installer.engine_settings: the telemetry task imports this module, and
 engine-only files stay out of the modules' hashes.)"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -18,8 +20,8 @@ BASE_ENV = "KS_BASE_DIR"
 def load_yaml(path: Path) -> Any:
     """The data of the YAML file ``path`` (one document)."""
     base = os.environ.get(BASE_ENV)
-    stat = path.stat()
-    source = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    raw = path.read_bytes()
+    source = hashlib.sha256(raw).hexdigest()
     copy = Path(base) / "cache" / "data" / f"{path.name}.json" if base else None
     if copy is not None:
         try:
@@ -30,7 +32,7 @@ def load_yaml(path: Path) -> Any:
             pass
     from installer.yaml_c import load
 
-    data = load(path.read_text(encoding="utf-8"))
+    data = load(raw.decode("utf-8"))
     if copy is not None:
         try:
             text = json.dumps({"source": source, "data": data})

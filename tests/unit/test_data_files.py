@@ -12,7 +12,7 @@ import pytest
 from installer.data_files import BASE_ENV, load_yaml
 
 
-def test_a_copy_is_used_until_its_file_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copy_is_used_until_its_files_content_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BASE_ENV, str(tmp_path / "base"))
     source = tmp_path / "schema.yaml"
     source.write_text("# a comment\ntype: object\nproperties: {port: {type: integer, minimum: 1}}\n")
@@ -24,10 +24,13 @@ def test_a_copy_is_used_until_its_file_changes(tmp_path: Path, monkeypatch: pyte
 
     copy.write_text(json.dumps({**saved, "data": {"from": "the copy"}}))
     assert load_yaml(source) == {"from": "the copy"}  # the file is not parsed while it is unchanged
-
     stat = source.stat()
-    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))  # edited: same size, a new time
-    assert load_yaml(source) == expected
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # touched: the same content
+    assert load_yaml(source) == {"from": "the copy"}
+
+    source.write_text(source.read_text().replace("minimum: 1", "minimum: 2"))  # the same size and time
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert load_yaml(source) == {**expected, "properties": {"port": {"type": "integer", "minimum": 2}}}
     source.write_text("type: string\n")
     assert load_yaml(source) == {"type": "string"} == json.loads(copy.read_text())["data"]
 
