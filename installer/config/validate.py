@@ -193,6 +193,7 @@ def _choices(values: Iterable[Any]) -> str:
 
 def _unknown_fields(err: ValidationError, path: list[Any]) -> Iterator[SpecError]:
     import difflib
+
     known = list(err.schema.get("properties", {}))
     by_lower = {k.lower(): k for k in known}
     for key in err.instance:

@@ -245,7 +245,7 @@ def _files(root: str) -> Iterator[tuple[str, int, int]]:
     tenth of the CPU of Path.rglob and a stat per path, on every reconcile)."""
     with os.scandir(root) as entries:
         for entry in entries:
-            if entry.is_dir():
+            if entry.is_dir(follow_symlinks=False):  # as Path.rglob: a link to a directory is not followed
                 if entry.name != "__pycache__":
                     yield from _files(entry.path)
             else:
