@@ -101,7 +101,7 @@ def binding_config() -> dict[str, Any]:
 def read_binding_context(path: str | None) -> list[dict[str, Any]]:
     if not path or not Path(path).exists():
         return []
-    from installer.config.validate import loads_json
+    from installer.json_bounded import loads_json
 
     data = loads_json(Path(path).read_text() or "[]")  # bounded: a cc nested too deep is refused, not a crash
     return data if isinstance(data, list) else [data]

@@ -7,19 +7,23 @@ Messages name the field, what it must be and (for non-secret scalars) the offend
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, ValidationError, validators
-
+from installer.config.conforms import conforms
 from installer.config.secrets import is_credential, is_secret
 from installer.config.spec_schema import schema
+from installer.json_bounded import MAX_DEPTH
+from installer.json_bounded import PARSE_DEPTH as PARSE_DEPTH  # read from here by the engine, the cli and tests
+from installer.json_bounded import loads_json as loads_json
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")
 _SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -67,6 +71,8 @@ def bounded(errors: list[SpecError]) -> list[SpecError]:
 
 def _full_pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
     """``pattern`` must match the whole string (``$`` alone would accept a trailing newline)."""
+    from jsonschema import ValidationError
+
     if validator.is_type(instance, "string") and not re.fullmatch(pattern, instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -81,16 +87,10 @@ def _is_number(_: Any, instance: Any) -> bool:
     return isinstance(instance, int | float) and not isinstance(instance, bool) and math.isfinite(instance)
 
 
-_TYPES = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
-_Validator = validators.extend(Draft202012Validator, {"pattern": _full_pattern}, type_checker=_TYPES)
-
-#: Bounds on what the installer accepts at all, checked before anything else walks the spec. MAX_DEPTH is far
-#: above any real spec (the deepest, an affinity under servicemesh.istio, is about 15 levels).
-MAX_DEPTH = 64
+#: Bounds on what the installer accepts at all, checked before anything else walks the spec (MAX_DEPTH and
+#: PARSE_DEPTH: installer.json_bounded).
 MAX_NODES = 20_000
 MAX_STRING = 8_192
-PARSE_DEPTH = 2 * MAX_DEPTH
-"""Nesting that JSON and YAML documents are parsed to (what lies deeper is never built, see ``loads_json``)."""
 _SHOWN_PARTS = 8
 
 
@@ -135,37 +135,13 @@ def structure_errors(spec: Any) -> list[SpecError]:
     return sorted(set(errors), key=lambda e: e.path)
 
 
-_JSON_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[][{}]')
-
-
-def loads_json(text: str | bytes) -> Any:
-    """``json.loads`` for documents from the API server or shell-operator, which accept nesting far deeper than
-    Python's decoder survives: every array or object nested deeper than PARSE_DEPTH is read as ``null``. That
-    null still lies deeper than MAX_DEPTH in any spec the document holds, so ``structure_errors`` refuses the
-    spec as for any other too-deep value, and everything else in the document is read as it is."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
-    pieces: list[str] = []
-    depth = done = cut = 0
-    for match in _JSON_TOKENS.finditer(text):
-        token = match.group()
-        if token in ("[", "{"):
-            depth += 1
-            if depth == PARSE_DEPTH + 1:
-                cut = match.start()
-        elif token in ("]", "}"):
-            depth -= 1
-            if depth == PARSE_DEPTH:
-                pieces += [text[done:cut], "null"]
-                done = match.end()
-    if depth > PARSE_DEPTH:  # unterminated: the decoder would recurse into it before finding out
-        raise json.JSONDecodeError(f"unterminated nesting deeper than {PARSE_DEPTH} levels", text, cut)
-    return json.loads("".join([*pieces, text[done:]]) if pieces else text)
-
-
 @cache
 def _validator() -> Any:
-    return _Validator(schema())
+    """jsonschema's validator of the schema, with this module's rules (imported only when a spec has errors)."""
+    from jsonschema import Draft202012Validator, validators
+
+    types = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
+    return validators.extend(Draft202012Validator, {"pattern": _full_pattern}, type_checker=types)(schema())
 
 
 def format_path(parts: Iterable[Any]) -> str:
@@ -216,6 +192,8 @@ def _choices(values: Iterable[Any]) -> str:
 
 
 def _unknown_fields(err: ValidationError, path: list[Any]) -> Iterator[SpecError]:
+    import difflib
+
     known = list(err.schema.get("properties", {}))
     by_lower = {k.lower(): k for k in known}
     for key in err.instance:
@@ -250,6 +228,8 @@ def _message(err: ValidationError, path: str) -> str:
 
 
 def _schema_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
+    if conforms(spec, schema()):  # installer.config.conforms: the valid spec of nearly every run
+        return
     for err in _validator().iter_errors(spec):
         parts = list(err.absolute_path)
         if err.validator == "additionalProperties":

@@ -8,7 +8,9 @@ the full path: only the published defaults pass through shell-operator's files).
 before the hook's first step (installer.hook._mark_progressing) turned Ready Unknown for the new generation: the
 patch file's status, applied once the hook exits, is the settled one.
 Anything else (a first install, a change, a failure, a retry or drift check due, a state the status did not see
-written) goes to the full reconcile, which re-reads everything from the API.
+written) goes to the full reconcile, which re-reads everything from the API. The schedule's tick reads the status
+alone: what planning needs (the spec's schema and defaults, the state's codec, the modules' files) is imported once
+an edit is planned.
 """
 
 from __future__ import annotations
@@ -19,26 +21,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from installer.engine.fingerprint import DigestCache
-from installer.engine.planning import plan_cc
 from installer.engine.retry import drift_check_due, due_for_retry, refusal_to_recheck
-from installer.engine.state_codec import (
-    FORMAT,
-    FORMAT_KEY,
-    SPEC_KEY,
-    WRITER_KEY,
-    StateUnreadable,
-    data_digest,
-    encode,
-    format_of,
-    parse,
-)
 from installer.engine.status import Phase, condition_of, now_rfc3339
 from installer.engine_settings import Settings
-from installer.modules import MODULES
 from installer.settings import CC_GROUP, CC_KIND, CC_NAME, CC_VERSION, NAMESPACE, RETRY_ANNOTATION, STATE_SECRET
-from installer.spec import get, leaves, merge, nested
-from installer.version import INSTALLER_VERSION
 
 log = logging.getLogger("installer")
 PATCH_ENV = "KUBERNETES_PATCH_PATH"
@@ -81,6 +67,8 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
     log.info("Plan: nothing to do")
     patch = _observed(status, generation) if status.get("observedGeneration") != generation else {}
     if store:  # an edit no module reads: the new spec is stored, as the full path would (StateStore.save_spec)
+        from installer.engine.state_codec import data_digest
+
         data = {**secret["data"], **store}
         _write_patch(Path(patch_path), {"operation": "MergePatch", "apiVersion": "v1", "kind": "Secret",
                                         "namespace": NAMESPACE, "name": STATE_SECRET, "mergePatch": {"data": store}})
@@ -108,6 +96,8 @@ def _seen_by(status: dict[str, Any], secret: dict[str, Any]) -> bool:
     """Whether ``status`` was written after the state ``secret`` holds: the digest of the data the fast path stored
     last, else (the full path clears the digest) the resourceVersion the full path recorded. With a digest, the
     recorded resourceVersion is older than the state: a snapshot still at it predates the fast path's own store."""
+    from installer.engine.state_codec import data_digest
+
     if status.get("stateDigest"):
         return data_digest(secret.get("data") or {}) == status["stateDigest"]
     return (secret.get("metadata") or {}).get("resourceVersion") == status.get("stateRevision")
@@ -117,6 +107,21 @@ def _nothing_to_do(cc: dict[str, Any], secret: dict[str, Any], status: dict[str,
                    settings: Settings) -> dict[str, str] | None:
     """None: the full path decides. Otherwise the state entries to write: none when the spec is the stored one;
     the new spec when it changed only values no module reads (nor a switch, nor a note)."""
+    from installer.engine.fingerprint import DigestCache
+    from installer.engine.planning import plan_cc
+    from installer.engine.state_codec import (
+        FORMAT,
+        FORMAT_KEY,
+        SPEC_KEY,
+        WRITER_KEY,
+        StateUnreadable,
+        encode,
+        format_of,
+        parse,
+    )
+    from installer.modules import MODULES
+    from installer.version import INSTALLER_VERSION
+
     ready, stalled, reconciling = (condition_of(status, t) for t in ("Ready", "Stalled", "Reconciling"))
     if (ready.get("status"), stalled.get("status"), reconciling.get("status")) != ("True", "False", "False"):
         return None
@@ -158,6 +163,7 @@ def _public(spec: dict[str, Any]) -> bool:
     shell-operator's patch file (as only such a state reaches its snapshot, see installer.hook.STATE_JQ)."""
     from installer.config.defaults import default_spec
     from installer.config.secrets import is_credential, redact
+    from installer.spec import get, leaves, merge, nested
 
     redacted = redact(spec)
     for path, value in leaves(default_spec()):

@@ -11,19 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from installer.modules import Module
 
 DEFAULTS_ROLE = "kubesphere-defaults"
 """The role every play runs first: the image catalogue and the defaults the module roles read."""
-
-
-class _Dumper(yaml.SafeDumper):
-    """Block YAML with sequences indented under their key."""
-
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)
 
 
 def file_name(module: Module, uninstall: bool = False) -> str:
@@ -43,8 +34,15 @@ def generated(module: Module, uninstall: bool = False) -> list[dict[str, Any]]:
 
 
 def dump(plays: list[dict[str, Any]]) -> str:
-    """``plays`` as a playbook file's text."""
-    return yaml.dump(plays, Dumper=_Dumper, sort_keys=False, explicit_start=True)
+    """``plays`` as a playbook file's text: block YAML with sequences indented under their key. (PyYAML is imported
+    here and in plays_of: a reconcile with nothing to do reads no play.)"""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+            super().increase_indent(flow, False)
+
+    return yaml.dump(plays, Dumper=Dumper, sort_keys=False, explicit_start=True)
 
 
 def play_text(module: Module, uninstall: bool = False, plays_dir: Path | None = None) -> str:
@@ -63,7 +61,11 @@ def _replacing(module: Module, uninstall: bool, plays_dir: Path | None) -> Path 
 def plays_of(module: Module, uninstall: bool = False, plays_dir: Path | None = None) -> list[dict[str, Any]]:
     """The plays that run: ``plays_dir``'s file for the module, parsed, else the generated."""
     replaced = _replacing(module, uninstall, plays_dir)
-    return yaml.safe_load(replaced.read_text()) if replaced else generated(module, uninstall)
+    if replaced is None:
+        return generated(module, uninstall)
+    import yaml
+
+    return yaml.safe_load(replaced.read_text())
 
 
 def write_playbook(directory: Path, module: Module, uninstall: bool = False, plays_dir: Path | None = None) -> Path:

@@ -143,6 +143,27 @@ def test_digest_cache_reuses_digests_until_a_file_changes(tmp_path: Path, monkey
     assert second != first and second == fingerprint.files_digest(redis, roles)
 
 
+def test_one_miss_computes_every_modules_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module switched on after the install finds its digest in the cache: the install's first miss computed
+    every module's (they share most files, each parsed once)."""
+    import json
+
+    from installer.engine import fingerprint
+
+    cache_file = tmp_path / "digests.json"
+    preinstall = fingerprint.DigestCache(cache_file, REPO / "roles")(get_module("preinstall"))
+    saved = json.loads(cache_file.read_text())["digests"]
+    assert sorted(saved) == sorted(m.name for m in MODULES) and saved["preinstall"] == preinstall
+
+    def not_again(*_: object) -> str:
+        raise AssertionError("computed again")
+
+    monkeypatch.setattr(fingerprint, "files_digest", not_again)
+    assert fingerprint.DigestCache(cache_file, REPO / "roles")(get_module("metrics_server")) == saved["metrics_server"]
+    monkeypatch.undo()
+    assert saved["metrics_server"] == fingerprint.files_digest(get_module("metrics_server"), REPO / "roles")
+
+
 def test_tasks_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path) -> None:
     """A change to a ks_* task's file re-runs exactly the modules whose roles call it, and a change to the action
     plugins' shared base re-runs every module that calls any task."""
@@ -170,9 +191,9 @@ def test_tasks_are_part_of_the_hash_of_the_modules_that_call_them(tmp_path: Path
 ANSIBLE_SIDE_DIRS = ("ansible_tasks", "objects")
 #: The shared files at the package's top that the Ansible side imports.
 SHARED = {"__init__.py", "escape.py", "log_store.py", "s3_store.py", "settings.py", "spec.py", "yaml_c.py"}
-# telemetry's task reads the cc as the engine does (its report describes the spec): the config package and the
-# module registry too.
-TELEMETRY_ALSO = ("config", "modules.py")
+# telemetry's task reads the cc as the engine does (its report describes the spec): the config package (with the
+# data files and bounded JSON it reads through) and the module registry too.
+TELEMETRY_ALSO = ("config", "modules.py", "data_files.py", "json_bounded.py")
 
 
 def test_the_ansible_side_is_a_folder_and_imports_only_what_it_runs() -> None:

@@ -139,3 +139,56 @@ def test_a_status_it_cannot_read_is_left_to_the_full_reconcile(api: FakeApi) -> 
     for status in ("not a status", {"conditions": "not a list"}, {"conditions": ["not a condition"]}):
         hook._mark_progressing(_contexts({"metadata": {"generation": 4, "resourceVersion": "20"}, "status": status}))
     assert api.requests == []
+
+
+def _ca_pem() -> str:
+    """A self-signed CA certificate."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def test_the_kubeconfigs_ca_is_the_only_one_trusted(tmp_path: Path) -> None:
+    """As the Kubernetes client: a kubeconfig that names a CA trusts it alone (the system's CAs are not loaded);
+    a YAML kubeconfig is read as well as a JSON one; insecure-skip-tls-verify verifies nothing."""
+    import ssl
+
+    pem = _ca_pem()
+    (tmp_path / "ca.crt").write_text(pem)
+    kubeconfig = tmp_path / "kubeconfig"
+    cluster = {"server": "https://127.0.0.1:6443",
+               "certificate-authority-data": base64.b64encode(pem.encode()).decode()}
+    config = {"current-context": "c", "clusters": [{"name": "c", "cluster": cluster}],
+              "users": [{"name": "u", "user": {"token": "t"}}],
+              "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}
+    kubeconfig.write_text(json.dumps(config))
+    endpoint = hook_api.from_kubeconfig(kubeconfig)
+    assert endpoint.tls is not None and [c["subject"] for c in endpoint.tls.get_ca_certs()] == [
+        ((("commonName", "test-ca"),),)]
+    assert (endpoint.tls.verify_mode, endpoint.tls.check_hostname) == (ssl.CERT_REQUIRED, True)
+    assert (endpoint.server, endpoint.token) == ("https://127.0.0.1:6443", "t")
+
+    import yaml
+
+    del cluster["certificate-authority-data"]
+    cluster["certificate-authority"] = "ca.crt"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    endpoint = hook_api.from_kubeconfig(kubeconfig)
+    assert endpoint.tls is not None and len(endpoint.tls.get_ca_certs()) == 1
+
+    del cluster["certificate-authority"]
+    cluster["insecure-skip-tls-verify"] = True
+    kubeconfig.write_text(yaml.safe_dump(config))
+    endpoint = hook_api.from_kubeconfig(kubeconfig)
+    assert endpoint.tls is not None and endpoint.tls.verify_mode == ssl.CERT_NONE
