@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from installer.config.conforms import conforms
+from installer.config.accepted_specs import accepted_before, remember
 from installer.config.secrets import is_credential, is_secret
 from installer.config.spec_schema import schema
 from installer.json_bounded import MAX_DEPTH
@@ -228,9 +228,11 @@ def _message(err: ValidationError, path: str) -> str:
 
 
 def _schema_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
-    if conforms(spec, schema()):  # installer.config.conforms: the valid spec of nearly every run
+    if accepted_before(spec, schema()):  # the spec of nearly every run (installer.config.accepted_specs)
         return
+    valid = True
     for err in _validator().iter_errors(spec):
+        valid = False
         parts = list(err.absolute_path)
         if err.validator == "additionalProperties":
             yield from _unknown_fields(err, parts)
@@ -241,6 +243,8 @@ def _schema_errors(spec: dict[str, Any]) -> Iterator[SpecError]:
         else:
             path = format_path(parts) or "spec"
             yield SpecError(path, _message(err, path))
+    if valid:
+        remember(spec, schema())
 
 
 def _has_jinja(text: str) -> bool:

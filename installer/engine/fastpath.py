@@ -85,6 +85,8 @@ def _unreadable(secret: dict[str, Any] | None) -> bool:
     """Whether the state snapshot's data does not read (the full path reports it, Stalled, as an edit does)."""
     if secret is None:
         return False  # none yet, or data withheld: the full path reads it when it runs
+    from installer.engine.state_codec import StateUnreadable, parse
+
     try:
         parse(secret.get("data") or {}, f"Secret {NAMESPACE}/{STATE_SECRET}")
     except StateUnreadable:
