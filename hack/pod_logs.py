@@ -113,7 +113,9 @@ class Handler(BaseHTTPRequestHandler):
         return None if limit is not None and sent >= limit else sent
 
     def log_message(self, fmt: str, *args: Any) -> None:
-        sys.stderr.write(f"{self.address_string()} {fmt % args}\n")
+        """Only the log requests: metrics-server's scrapes of the nodes' kubelets (404 here) would fill the file."""
+        if self.path.startswith("/containerLogs/"):
+            sys.stderr.write(f"{self.address_string()} {fmt % args}\n")
 
 
 def self_signed(directory: Path, addresses: list[str]) -> ssl.SSLContext:

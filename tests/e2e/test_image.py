@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -105,7 +106,7 @@ def check_installer_ok(sh: Shell) -> None:
     sh.echo("waiting for KubeSphere ready")
     logs = subprocess.Popen(["timeout", str(LOG_WAIT), "kubectl", "logs", "-n", "kubesphere-system",
                              "deploy/ks-installer", "-f", "--tail", "1"], env=sh.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     assert logs.stdout is not None
     try:
         for line in iter(logs.stdout.readline, ""):
@@ -113,8 +114,8 @@ def check_installer_ok(sh: Shell) -> None:
             if "Welcome to KubeSphere" in line:
                 return
     finally:
-        logs.kill()
-        _, errors = logs.communicate()
+        os.killpg(logs.pid, signal.SIGKILL)  # `timeout` and the kubectl it runs
+        _, errors = logs.communicate(timeout=30)
         sh.output += errors.splitlines()
     sh.echo("ks-installer not output 'Welcome to KubeSphere'")
     raise AssertionError("\n".join(sh.output[-60:]))
@@ -167,8 +168,9 @@ def cc_status(sh: Shell) -> dict[str, Any]:
         "status"]
 
 
-@pytest.mark.slow(reason="upstream's CI job on the image: a first install, ten components on, each followed by "
-                         "check_cluster_status.sh's log wait and 30 s of pod checks (measured: see the report)")
+@pytest.mark.slow(reason="upstream's CI job on the image: a first install, then ten components on, each followed "
+                         "by check_cluster_status.sh's log wait and its 30 pod checks a second apart: 113 s (31 "
+                         "CPU-s) on two cores at load 5-11, 208-227 s at load 15-20")
 def test_upstream_ci_job_passes_on_the_image(image_demo: Path, tmp_path: Path) -> None:
     sh = Shell(image_demo)
     log = image_demo / "shell-operator" / "shell-operator.log"
@@ -192,16 +194,16 @@ def test_upstream_ci_job_passes_on_the_image(image_demo: Path, tmp_path: Path) -
     status = cc_status(sh)
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True", (status, sh.output[-60:])
-    for key in ("servicemesh", "devops", "alerting", "auditing", "events", "logging", "metricsServer", "network",
-                "openpitrix"):
-        assert status[key]["status"] == "enabled", (key, status.get(key))
-    assert "moved console -> common.core.console" in status["migrations"]
-    # The box after each reconcile that ended with every module installed, and never from the schedule's ticks,
-    # which ran every minute meanwhile and found nothing to do.
+    on = {"servicemesh", "devops", "alerting", "auditing", "events", "logging", "metrics_server", "openpitrix"}
+    assert {m for m in on if status["modules"].get(m, {}).get("phase") == "Installed"} == on, status["modules"]
+    assert re.fullmatch(r"(\d+)/\1", status["modulesReady"]), status["modulesReady"]
+    assert any("console.enableMultiLogin" in note for note in status["migrations"]), status["migrations"]  # legacy
+    # The box after each reconcile that ended with every module installed, and never from the schedule's ticks
+    # (every minute), which found nothing to do.
     pod_log = log.read_text()
     readies = len(re.findall(r"^Reconcile finished, Ready", pod_log, re.M))
     assert pod_log.count(WELCOME) == readies >= 2, pod_log[-3000:]
-    assert len(re.findall(r"Retry failed modules", pod_log)) >= 2, pod_log[-3000:]
+    assert re.search(r"Execute hook .* binding=Retry failed modules$", pod_log, re.M), pod_log[-3000:]
 
 
 @pytest.mark.slow(reason="run alone, it builds the installer image when it is not cached (debootstrap + pip: "
