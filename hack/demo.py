@@ -42,14 +42,15 @@ from typing import Any
 
 from installer_manifest import CHART, adopt
 from shelloperator import ShellOperator
-from simcluster import SimCluster, SimClusterError, kill_tree, pid_alive, process_tree, tool_path
+from simcluster import SimCluster, SimClusterError, kill_tree, log_tail, pid_alive, process_tree, spawn, tool_path
 
 REPO = Path(__file__).resolve().parents[1]
 SERVICE_ACCOUNT = ("kubesphere-system", "ks-installer")
 LEASE = "ks-installer"
 """The Lease in kubesphere-system that every full reconcile holds (installer.settings.LEASE_NAME)."""
 DEMO_ENTRIES = {"cluster", "kubesphere", "shell-operator", "shell-operator.pid", "installer.kubeconfig", "v341",
-                "v341.json", "serviceaccount"}
+                "v341.json", "serviceaccount", "pod-logs.json", "pod-logs.pid", "pod-logs.log"}
+POD_LOGS = REPO / "hack" / "pod_logs.py"
 #: The original's installer (deploy/kubesphere-installer.yaml of v3.4.1, its workload and RBAC, abridged).
 V341_INSTALLER = [
     {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -132,7 +133,7 @@ def start_operator(cluster: SimCluster, root: Path, image: str | None = None) ->
                              path_prepend=[cluster.bin_dir], die_with_parent=False)
     mark = operator.mark()  # a restarted operator appends to the same log: read only what it writes
     started = time.time()  # before it starts: each of its reconciles takes the Lease after this
-    new_pod(root)
+    new_pod(root, operator.log_path)
     operator.start()
     atexit.unregister(operator.stop)
     assert operator.popen is not None
@@ -143,10 +144,39 @@ def start_operator(cluster: SimCluster, root: Path, image: str | None = None) ->
     return started
 
 
-def new_pod(root: Path) -> None:
+def new_pod(root: Path, log: Path) -> None:
     """A new operator is a new pod: its ``/kubesphere`` (an emptyDir) has no welcome file yet, so its first run is a
-    full reconcile (installer.engine.fastpath settles only where the welcome was written), which takes the Lease."""
+    full reconcile (installer.engine.fastpath settles only where the welcome was written), which takes the Lease;
+    its log (``kubectl logs`` of the installer's pod) starts with what the new operator writes to ``log``."""
     (root / "kubesphere" / "playbooks" / "kubesphere_running").unlink(missing_ok=True)
+    offset = log.stat().st_size if log.exists() else 0
+    pods = [{"namespace": SERVICE_ACCOUNT[0], "prefix": "ks-installer-", "log": str(log), "offset": offset}]
+    (root / "pod-logs.json").write_text(json.dumps({"pods": pods}))
+
+
+def start_pod_logs(cluster: SimCluster, root: Path) -> None:
+    """hack/pod_logs.py on the cluster's node addresses (unless it runs): ``kubectl logs`` of the installer's pod
+    shows the output of the operator that plays it."""
+    pid_file = root / "pod-logs.pid"
+    if pid_file.exists() and pid_alive(int(pid_file.read_text()), sys.executable):
+        return
+    log = root / "pod-logs.log"
+    mark = log.stat().st_size if log.exists() else 0
+    proc = spawn([sys.executable, str(POD_LOGS), str(root / "pod-logs.json"), *(ip for _, ip, _ in cluster.nodes)],
+                 log)
+    pid_file.write_text(str(proc.pid))
+    deadline = time.monotonic() + 30
+    while b"serving container logs" not in log.read_bytes()[mark:]:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SimClusterError(f"hack/pod_logs.py did not start:\n{log_tail(log)}")
+        time.sleep(0.2)
+
+
+def stop_pod_logs(root: Path) -> None:
+    pid_file = root / "pod-logs.pid"
+    if pid_file.exists() and pid_alive(pid := int(pid_file.read_text()), sys.executable):
+        kill_tree(process_tree(pid))
+    pid_file.unlink(missing_ok=True)
 
 
 def start_container(cluster: SimCluster, root: Path, image: str) -> float:
@@ -162,7 +192,7 @@ def start_container(cluster: SimCluster, root: Path, image: str) -> float:
     operator = ContainerOperator(image, cluster.server, token, ca_pem, root)
     mark = operator.mark()
     started = time.time()
-    new_pod(root)
+    new_pod(root, operator.log_path)
     operator.start()
     assert operator.popen is not None
     (root / "shell-operator.pid").write_text(json.dumps(operator.record(started)))
@@ -239,7 +269,8 @@ def report_v341(cluster: SimCluster, root: Path) -> None:
         raise SimClusterError("the takeover deleted objects or restarted workloads docs/switching.md does not list")
 
 
-def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False, image: bool = False) -> int:
+def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False, image: bool = False,
+       no_cc: bool = False) -> int:
     root.mkdir(parents=True, exist_ok=True)
     image_ref = None
     if image:
@@ -258,7 +289,12 @@ def up(root: Path, timeout: int, helm: bool = False, from_v341: bool = False, im
         say("kubectl apply -f deploy/kubesphere-installer.yaml")
         cluster.kubectl("apply", "-f", str(REPO / "deploy" / "kubesphere-installer.yaml"))
     cluster.kubectl("wait", "--for=condition=Established", "crd/clusterconfigurations.installer.kubesphere.io")
+    start_pod_logs(cluster, root)
     started = start_operator(cluster, root, image_ref)
+    if no_cc:
+        say("no cc created (--no-cc): kubectl apply -f deploy/cluster-configuration.yaml, or your own")
+        print_where(root, cluster)
+        return 0
     if cluster.kubectl("get", "cc", "ks-installer", "-n", "kubesphere-system", check=False).returncode == 0:
         say("keeping the existing cc/ks-installer (and your edits to it)")
     else:
@@ -350,6 +386,7 @@ def print_where(root: Path, cluster: SimCluster) -> None:
     print(f'export PATH="{cluster.bin_dir}:{REPO / ".venv" / "bin"}:$PATH" KS_BASE_DIR={root / "kubesphere"}'
           "   # kubectl, python -m installer (as in the pod)")
     print("kubectl edit cc ks-installer -n kubesphere-system      # change the spec; only affected modules run")
+    print("kubectl logs -n kubesphere-system deploy/ks-installer -f   # the installer pod's log")
     print(f"pod log (shell-operator):  {root / 'shell-operator' / 'shell-operator.log'}")
     print(f"module logs:               {root / 'kubesphere' / 'results'}/<module>/stdout")
     if (container := operator_container(root)) is not None:
@@ -366,6 +403,7 @@ def down(root: Path) -> int:
     if pid is not None:
         kill_tree(process_tree(pid))
     (root / "shell-operator.pid").unlink(missing_ok=True)
+    stop_pod_logs(root)
     SimCluster(root / "cluster").stop()
     if root.exists() and {p.name for p in root.iterdir()} <= DEMO_ENTRIES:  # never a user's own directory
         shutil.rmtree(root, ignore_errors=True)
@@ -394,13 +432,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="install the installer with its Helm chart instead of kubectl apply (up)")
     parser.add_argument("--image", action="store_true",
                         help="run the installer image (hack/image.sh build) instead of this checkout's hooks (up)")
+    parser.add_argument("--no-cc", action="store_true",
+                        help="create no cc and wait for no reconcile: apply your own cc (up)")
     parser.add_argument("--from-v341", action="store_true",
                         help="a new demo over a cluster that ks-installer v3.4.1 installed (up)")
     args = parser.parse_args(argv)
     root = state_dir()
     try:
         if args.command == "up":
-            return up(root, args.timeout, args.helm, args.from_v341, args.image)
+            return up(root, args.timeout, args.helm, args.from_v341, args.image, args.no_cc)
         if args.command == "down":
             return down(root)
         return status(root)

@@ -1203,6 +1203,8 @@ class SimCluster:
             f"--advertise-address={self.nodes[0][1]}",
             # aggregated APIs (and webhooks) are dialled at their Service's endpoint IPs: there is no kube-proxy
             "--enable-aggregator-routing=true",
+            # `kubectl logs`/`exec` dial the pod's node at its InternalIP (the Hostname address resolves nowhere)
+            "--kubelet-preferred-address-types=InternalIP",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}", "--authorization-mode=Node,RBAC",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

@@ -245,5 +245,6 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
             return 0
         if due:
             log.info("Retrying modules whose backoff expired: %s", ", ".join(due))
-    result = Reconciler(api, settings, cancel).run(force=retry == FULL_RUN, cc=cc, drift=drift)
+    scheduled = retry is None and bool(triggers) and triggers <= {SCHEDULE_BINDING}
+    result = Reconciler(api, settings, cancel).run(force=retry == FULL_RUN, cc=cc, drift=drift, scheduled=scheduled)
     return 1 if cancel.is_set() and not result.ok else 0

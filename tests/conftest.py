@@ -51,7 +51,7 @@ class TelemetryReceiver(BaseHTTPRequestHandler):
 
 # The longest test files, started first: with two workers each taking whole files, a long file started last
 # leaves one worker idle while the other finishes it.
-LONGEST_FIRST = ("test_declared_inputs.py", "test_parity.py", "test_engine_recovery.py",
+LONGEST_FIRST = ("test_image.py", "test_declared_inputs.py", "test_parity.py", "test_engine_recovery.py",
                  "test_engine.py")
 # Fixtures that start from an installer with no record (tests/integration/conftest.py ``installer`` unless the test
 # is marked ``platform``, the parity snapshots, the e2e operator session): each leaves the cluster without the

@@ -2,7 +2,8 @@
 
 shell-operator hands the hook the cc and the installer's state Secret as snapshots. When the plan they give has
 nothing to run and the cc's status already says the last reconcile finished Ready at the state the Secret holds,
-the hook only refreshes the generation the conditions were observed at, through ``$KUBERNETES_PATCH_PATH``; an
+the hook only refreshes the generation the conditions were observed at, through ``$KUBERNETES_PATCH_PATH``, and
+shows the welcome box this pod's last full reconcile wrote (with the time of now), as every run of upstream's did; an
 edit of values no module reads also stores the new spec in the Secret there (a spec holding a credential goes to
 the full path: only the published defaults pass through shell-operator's files). The snapshot is the cc as it was
 before the hook's first step (installer.hook._mark_progressing) turned Ready Unknown for the new generation: the
@@ -21,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from installer.engine import welcome_box
 from installer.engine.retry import drift_check_due, due_for_retry, refusal_to_recheck
 from installer.engine.status import Phase, condition_of, now_rfc3339
 from installer.engine_settings import Settings
@@ -58,8 +60,9 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
     secret = snapshot(contexts, state_binding)
     if secret is None or not _seen_by(status, secret):
         return False  # first install, or a state this status was not written after
-    if not settings.running_file.exists():
-        return False  # the welcome is due (a new pod)
+    box = _welcome_box(settings.running_file)
+    if box is None:
+        return False  # the welcome is due (a new pod): the full path renders it
     store = _nothing_to_do(cc, secret, status, settings)
     if store is None:
         return False
@@ -75,6 +78,8 @@ def settle(contexts: list[dict[str, Any]], schedule_only: bool, spec_binding: st
         patch["stateDigest"] = data_digest(data)
         log.info("No module reads what changed: the spec is stored, nothing runs")
     log.info("Settled from shell-operator's snapshots: nothing was read from the API")
+    welcome_box.save(settings.running_file, box)  # as the full path's result step: the file, then the box
+    welcome_box.show(box)
     log.info("Reconcile finished, Ready: %s", condition_of(status, "Ready").get("message", ""))
     if patch:
         _write_status_patch(Path(patch_path), patch)
@@ -92,6 +97,15 @@ def _unreadable(secret: dict[str, Any] | None) -> bool:
     except StateUnreadable:
         return True
     return False
+
+
+def _welcome_box(path: Path) -> str | None:
+    """The box the last full reconcile of this pod wrote, with the time of now; None if there is none."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return welcome_box.restamped(text, welcome_box.now()) if welcome_box.is_box(text) else None
 
 
 def _seen_by(status: dict[str, Any], secret: dict[str, Any]) -> bool:

@@ -202,7 +202,7 @@ class ModuleRuns(Events):
             return
         if any(n in to_run and n not in self.outcomes for n in console):
             return
-        self.welcome.start(announce=(self.report.status.current.get("core") or {}).get("version") != KS_VERSION)
+        self.welcome.start()
 
 
 class Reconciler:
@@ -231,8 +231,10 @@ class Reconciler:
         return prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift)
 
     def run(self, force: bool = False, cc: dict[str, Any] | None = None,
-            drift: dict[str, list[str]] | None = None) -> ReconcileResult:
-        """Reconcile ``cc`` (read from the API when not given); ``drift`` names modules to repair."""
+            drift: dict[str, list[str]] | None = None, scheduled: bool = False) -> ReconcileResult:
+        """Reconcile ``cc`` (read from the API when not given); ``drift`` names modules to repair. ``scheduled``:
+        started by the schedule alone (a retry or drift check due), which shows the welcome box only if a module
+        ran."""
         cc = cc if cc is not None else self.ccs.get()
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
@@ -240,7 +242,7 @@ class Reconciler:
         mark_unreconciled(self.ccs, cc)
         SERVER.prefork()  # before the Lease's thread starts
         with Lease(self.api, on_lost=self.stop.set).held():
-            return self._run(cc, force, drift)
+            return self._run(cc, force, drift, scheduled=scheduled)
 
     def remove_all(self, purge: bool = False) -> ReconcileResult:
         """Uninstall every module the state records, dependents first; then forget the state and delete the cc,
@@ -282,7 +284,7 @@ class Reconciler:
                      len(refs))
 
     def _run(self, cc: dict[str, Any], force: bool, drift: dict[str, list[str]] | None,
-             remove_all: bool = False, purge_all: bool = False) -> ReconcileResult:
+             remove_all: bool = False, purge_all: bool = False, scheduled: bool = False) -> ReconcileResult:
         self._record_killed_runs()
         clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         planned = prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift,
@@ -304,10 +306,12 @@ class Reconciler:
         plan, spec = planned.plan, planned.prepared.spec
         report.planned(planned.prepared, plan, planned.drift)
         self.store.save_spec(spec)
-        core = [m.name for m in MODULES if m.core_phase and m.enabled(spec)]
+        enabled = [m.name for m in MODULES if m.enabled(spec)]
+        core = [m.name for m in MODULES if m.core_phase and m.name in enabled]
         welcome = WelcomeStep(self.api, self.settings.running_file, self.settings.console_timeout, self.cancel,
                               lambda ready, message: report.console(ready, message, KS_VERSION),
-                              lambda: [n for n in core if not report.complete(n)])
+                              missing=lambda: [n for n in core if not report.complete(n)],
+                              pending=lambda: [n for n in enabled if not report.complete(n)])
         runs = ModuleRuns(self.store, planned.records, plan, report, welcome)
         if plan.runnable:
             report.running()
@@ -320,9 +324,13 @@ class Reconciler:
                 welcome.settle(write=False)
                 raise
             report.collecting()
-        welcome.settle()  # every module of the run has ended: kubesphere_running may be written
-        if not welcome.started and not self.settings.running_file.exists():
-            runs.maybe_welcome()  # e.g. after a pod restart: nothing ran, but the file is gone
+        # Every module of the run has ended: kubesphere_running may be written, and the box shown (as upstream's
+        # every run did) unless only the schedule started this one and it ran nothing: no box every few minutes.
+        welcome_due = not remove_all and (not scheduled or bool(runs.outcomes)
+                                          or not self.settings.running_file.exists())
+        welcome.settle(announce=welcome_due)
+        if welcome_due and not welcome.started:
+            runs.maybe_welcome()  # nothing ran (an edit, a pod restart), or what ran failed
         welcome.join()
         report.finish(runs.outcomes, stopping=self.stopping(), welcome_running=welcome.started,
                       state_revision=self.store.revision)

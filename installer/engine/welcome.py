@@ -9,6 +9,10 @@ console starts as soon as the console's modules are in, but the file is written 
 absent meanwhile) only once every module of the run has ended, and only if each enabled module of upstream's core
 phase (``Module.core_phase``) is installed; a failed pluggable module does not keep it back. Nothing removes it but
 ``uninstall --all``; a new pod starts without it, as upstream's container does.
+
+The box is logged, as upstream's runner logged it, when the file is written and every enabled module is installed,
+unless the reconcile was started by the schedule alone and ran no module (installer.engine.reconcile decides; see
+docs/status.md, "The welcome box").
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ import base64
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from installer.engine import welcome_box
 from installer.objects.api_errors import api_reason
 from installer.objects.core_secret import DEFAULT_PASSWORD
 from installer.objects.readiness import WaitStopped, deployment_ref, wait_ready
@@ -32,7 +36,6 @@ from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
 CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
-RULE = "#" * 53
 
 
 class ConsoleNotReady(RuntimeError):
@@ -83,42 +86,12 @@ def password_line(api: client.ApiClient) -> str:
     return "Password: the initAdminPassword key of Secret kubesphere-system/kubesphere-secret"
 
 
-def render(address: str, password: str, now: str) -> str:
-    return "\n".join([
-        RULE,
-        "###              Welcome to KubeSphere!           ###",
-        RULE,
-        "",
-        f"Console: {address}",
-        "Account: admin",
-        password,
-        "",
-        "NOTES：",  # noqa: RUF001 - upstream text, byte for byte
-        "  1. After you log into the console, please check the",
-        "     monitoring status of service components in",
-        '     "Cluster Management". If any service is not',
-        "     ready, please wait patiently until all components",
-        "     are up and running.",
-        "  2. Please change the default password after login.",
-        "",
-        RULE,
-        f"https://kubesphere.io             {now}",
-        RULE,
-        "",
-    ])
-
-
 def write_welcome(api: client.ApiClient, running_file: Path, announce: bool = True) -> str:
-    """Write ``kubesphere_running`` (replaced whole: a reader finds the old text or the new one, never an empty or
-    missing file) and (when ``announce``) log the box; return the text."""
-    text = render(console_address(api), password_line(api), time.strftime("%Y-%m-%d %H:%M:%S"))
-    running_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = running_file.with_suffix(".tmp")
-    tmp.write_text(text)
-    tmp.replace(running_file)
+    """Write ``kubesphere_running`` (replaced whole) and (when ``announce``) log the box; return the text."""
+    text = welcome_box.render(console_address(api), password_line(api), welcome_box.now())
+    welcome_box.save(running_file, text)
     if announce:
-        for line in text.splitlines():
-            log.info("%s", line)
+        welcome_box.show(text)
     return text
 
 
@@ -126,19 +99,23 @@ class WelcomeStep:
     """The result step of a reconcile, in its own thread: started once every console module is installed and
     none is still to run; ``report(ready, message)`` receives what it found as soon as it knows (nothing when
     stopped meanwhile). The file waits for :meth:`settle` (every module of the run has ended) and is written
-    only if ``missing()`` (the enabled ``core_phase`` modules not installed) is empty then."""
+    only if ``missing()`` (the enabled ``core_phase`` modules not installed) is empty then; the box is logged
+    with it if :meth:`settle` said so and ``pending()`` (every enabled module not installed) is empty."""
 
     def __init__(self, api: client.ApiClient, running_file: Path, timeout: float, stop: threading.Event,
-                 report: Callable[[bool, str], None], missing: Callable[[], list[str]] = list) -> None:
+                 report: Callable[[bool, str], None], missing: Callable[[], list[str]] = list,
+                 pending: Callable[[], list[str]] = list) -> None:
         self.api, self.running_file, self.timeout, self.stop, self.report = api, running_file, timeout, stop, report
-        self.missing = missing
+        self.missing, self.pending = missing, pending
         self.thread: threading.Thread | None = None
         self._settled = threading.Event()
         self._write = True
+        self._announce = False
 
-    def settle(self, write: bool = True) -> None:
-        """Every module of the run has ended (``write=False``: the run broke off; leave the file as it is)."""
-        self._write = write
+    def settle(self, write: bool = True, announce: bool = False) -> None:
+        """Every module of the run has ended (``write=False``: the run broke off; leave the file as it is);
+        ``announce``: log the box with the file if every enabled module is installed."""
+        self._write, self._announce = write, announce
         self._settled.set()
 
     def _may_write(self) -> bool:
@@ -155,23 +132,32 @@ class WelcomeStep:
             return False
         return True
 
+    def _announced(self) -> bool:
+        """Whether the box goes to the log with the file (upstream logged it after a run where every task
+        succeeded)."""
+        if not self._announce:
+            return False
+        if pending := self.pending():
+            log.info("Not showing the welcome box: %s not installed", ", ".join(pending))
+            return False
+        return True
+
     @property
     def started(self) -> bool:
         return self.thread is not None
 
-    def start(self, announce: bool) -> None:
-        """Wait for the console in the background; ``announce`` logs the box (it carries the initial password:
-        shown when the console first comes up and after a version change; later runs only refresh the file)."""
+    def start(self) -> None:
+        """Wait for the console in the background."""
         if self.thread is None:
-            self.thread = threading.Thread(target=self._run, args=(announce,), name="welcome")
+            self.thread = threading.Thread(target=self._run, name="welcome")
             self.thread.start()
 
     def join(self) -> None:
         if self.thread is not None:
             self.thread.join()
 
-    def _run(self, announce: bool) -> None:
-        """ConsoleReady as soon as the console is; the file and the box once the run has settled."""
+    def _run(self) -> None:
+        """ConsoleReady as soon as the console is; the file (and the box) once the run has settled."""
         try:
             wait_for_console(self.api, self.timeout, self.stop)
         except WaitStopped:
@@ -184,6 +170,6 @@ class WelcomeStep:
         if not self._may_write():
             return
         try:
-            write_welcome(self.api, self.running_file, announce)
+            write_welcome(self.api, self.running_file, self._announced())
         except ApiException as exc:
             log.error("Failed to write kubesphere_running: %s", api_reason(exc))

@@ -52,6 +52,7 @@ def test_demo_up_restarted_operator_failed_edit_and_down(tmp_path: Path) -> None
         assert "Ready: True" in readme.stdout and "unchanged: " in readme.stdout, readme.stdout
         pids += [json.loads((state / "shell-operator.pid").read_text())["pid"]]
         pids += [r["pid"] for r in json.loads((state / "cluster" / "pids.json").read_text())]
+        pids += [int((state / "pod-logs.pid").read_text())]  # `kubectl logs` of the installer's pod
         again = demo("up", state)  # idempotent: reuses what runs
         assert again.returncode == 0 and "reusing shell-operator" in again.stderr
 

@@ -33,6 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_MODULES = {"preinstall", "ks-core", "ks-config", "monitoring"}
 CORE_DEPLOYMENTS = ("ks-apiserver", "ks-console", "ks-controller-manager")
 RECONCILE_TIMEOUT = 420
+WELCOME = "###              Welcome to KubeSphere!           ###"
 
 
 @dataclass
@@ -157,6 +158,17 @@ def session(sim_cluster: SimCluster, kube_api: client.ApiClient,
         yield s
 
 
+def box_before(lines: list[str], end: str) -> list[str]:
+    """The welcome box the hook logged last before the line ``end`` ([] when none came since the one before)."""
+    last = max(i for i, line in enumerate(lines) if line.startswith(end))
+    titles = [i for i, line in enumerate(lines[:last]) if line == WELCOME]
+    if not titles or any(line.startswith(end) for line in lines[titles[-1]:last]):
+        return []
+    start = titles[-1] - 1
+    stop = next(i for i in range(start + 3, last) if lines[i] == lines[start]) + 3  # RULE, the time, RULE
+    return lines[start:stop]
+
+
 def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     mark = session.operator.mark()
     # The files shell-operator writes for the hook (binding contexts: the cc and the state snapshot) exist while a
@@ -185,7 +197,7 @@ def test_fresh_install_reaches_ready_and_welcomes(session: Session) -> None:
     assert "Waiting for all tasks to be completed ..." in lines, lines
     assert any(re.fullmatch(r"task ks-core status is successful  \(\d/4\)", line) for line in lines), lines
     # the welcome box, in the pod log and in the file KubeKey reads
-    assert "###              Welcome to KubeSphere!           ###" in lines, lines
+    assert WELCOME in lines, lines
     running = (session.base / "playbooks" / "kubesphere_running").read_text()
     assert "Welcome to KubeSphere!" in running and "Account: admin" in running, running
     console = next(line for line in running.splitlines() if line.startswith("Console: "))
@@ -247,6 +259,8 @@ def test_edit_that_changes_no_input_runs_nothing(session: Session) -> None:
     # (applied when it exits) makes it True there.
     assert f"Generation {generation + 1} is not reconciled yet: Ready is Unknown until it is" in lines
     assert not started(lines)
+    # As every run of upstream's on an edit: the welcome box, the one this pod wrote last, at the time of now.
+    assert box_before(lines, "Reconcile finished, Ready")
     assert resource_versions(session.api) == before
     assert session.wait_observed()["observedGeneration"] == generation + 1
 
@@ -314,6 +328,7 @@ def test_retry_annotation_works_every_time(session: Session, value: str, expecte
         lines = annotate_retry(session, value)
         assert f"Retry requested (installer.kubesphere.io/retry={value})" in lines
         assert started(lines) == expected
+        assert box_before(lines, "Reconcile finished, Ready")
     assert session.condition("Ready")["status"] == "True"
 
 
@@ -373,7 +388,9 @@ def test_console_port_changes_only_what_depends_on_it(session: Session) -> None:
     assert [p.node_port for p in svc.spec.ports if p.node_port] == [30881]
     running = (session.base / "playbooks" / "kubesphere_running").read_text()
     assert re.search(r"Console: http://[\d.]+:30881", running)
-    assert not any("Welcome to KubeSphere" in line for line in lines)  # the box (and password) is logged once
+    box = box_before(lines, "Reconcile finished, Ready")
+    # This run's box (the new port), as shell-operator logs lines: trimmed, the empty ones left out.
+    assert [ln for ln in box if ln] == [ln.strip() for ln in running.splitlines() if ln.strip()], box
 
 
 def test_restarting_shell_operator_reruns_nothing(session: Session) -> None:
@@ -384,6 +401,7 @@ def test_restarting_shell_operator_reruns_nothing(session: Session) -> None:
     lines = session.wait_reconciled(mark)
     assert "Plan: nothing to do" in lines
     assert not started(lines)
+    assert box_before(lines, "Reconcile finished, Ready")  # a new operator's first run ends as upstream's did
     assert resource_versions(session.api) == before
     assert session.condition("Ready")["status"] == "True"
 

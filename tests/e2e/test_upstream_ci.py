@@ -2,7 +2,9 @@
 `kubectl rollout restart deploy ks-installer`, then scripts/check_cluster_status.sh's wait until every pod in the
 cluster is Running or Completed) under the real shell-operator: three patches in a row switch devops, logging and
 metrics_server on; the installer "pod" restarts in the middle of the run (shell-operator stopped as a pod is, and
-started again); nothing is lost, no module runs twice at once, every pod ends Running or Completed, the cc Ready."""
+started again); nothing is lost, no module runs twice at once, every pod ends Running or Completed, the cc Ready.
+The job itself, step for step with check_cluster_status.sh's wait for `Welcome to KubeSphere` in `kubectl logs` of
+the installer's pod, runs in tests/e2e/test_image.py, where that pod is the image's container."""
 
 from __future__ import annotations
 

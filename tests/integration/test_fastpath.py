@@ -21,6 +21,7 @@ from .conftest import REPO, Installer
 
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
+BOX = "###              Welcome to KubeSphere!           ###"
 
 
 def live(installer: Installer, kind: str, name: str) -> dict[str, Any]:
@@ -65,6 +66,10 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     assert (ready["status"], ready["reason"], ready["observedGeneration"]) == ("Unknown", "Progressing", generation)
     assert "Plan: nothing to do" in proc.stderr and "Reconcile finished, Ready: 4 modules installed" in proc.stderr
     assert "Settled from shell-operator's snapshots" in proc.stderr
+    # The edit's run ends with the welcome box, as upstream's every run: the one the full reconcile wrote, restamped.
+    running = installer.results.parent / "playbooks" / "kubesphere_running"
+    assert BOX in proc.stderr and proc.stderr.index(BOX) < proc.stderr.index("Reconcile finished, Ready")
+    assert next(ln for ln in running.read_text().splitlines() if ln.startswith("https://")) in proc.stderr
     (op,) = ops
     assert (op["operation"], op["kind"], op["name"], op["subresource"]) == (
         "MergePatch", "ClusterConfiguration", "ks-installer", "status")
@@ -79,6 +84,7 @@ def test_noop_edit_is_settled_from_the_snapshots(installer: Installer, tmp_path:
     installer.patch_status({"lastDriftCheck": "2999-01-01T00:00:00Z"})
     proc, ops = run_hook(installer, tmp_path, SCHEDULE_BINDING, installer.cc(), secret)
     assert proc.returncode == 0 and not client_loaded(proc) and ops == []
+    assert "Welcome to KubeSphere" not in proc.stderr  # a tick every minute: no box
 
     # A state Secret the status was not written after (a snapshot older than the last reconcile): full path.
     stale = {**secret, "metadata": {**secret["metadata"], "resourceVersion": "1"}}

@@ -9,7 +9,9 @@ failed pluggable module, and is not written after a failed module of upstream's 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,12 +23,14 @@ import yaml
 from simcluster import SimCluster
 
 from installer.engine import timeline
+from installer.hook import SCHEDULE_BINDING, SPEC_BINDING
 
 from .conftest import Installer, playbooks_changed
 
 pytestmark = pytest.mark.cluster
 REPO = Path(__file__).resolve().parents[2]
 KUBEKEY = REPO / "tests" / "clients" / "kubekey"
+HOOK = REPO / "hooks" / "kubesphere" / "installRunner.py"
 CHECK = KUBEKEY / "check.sh"
 BOX = "###              Welcome to KubeSphere!           ###"
 ETCD_SECRET = "kube-etcd-client-certs"
@@ -142,10 +146,21 @@ def test_a_later_edit_keeps_the_file_readable_and_rewrites_it_at_the_end(install
     assert BOX in path.read_text()
 
 
+def scheduled_run(installer: Installer, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The hook as shell-operator runs it for a tick of its schedule binding (the cc as its snapshot)."""
+    context = [{"binding": SCHEDULE_BINDING, "type": "Schedule",
+                "snapshots": {SPEC_BINDING: [{"object": installer.cc()}]}}]
+    (tmp_path / "context.json").write_text(json.dumps(context))
+    return subprocess.run([sys.executable, str(HOOK)], capture_output=True, text=True, timeout=600,
+                          env=installer.environ(BINDING_CONTEXT_PATH=str(tmp_path / "context.json"),
+                                                KUBERNETES_PATCH_PATH=str(tmp_path / "patch.jsonl")))
+
+
 @pytest.mark.platform
 def test_a_failed_pluggable_module_still_ends_with_the_file(installer: Installer, tmp_path: Path) -> None:
     """A new pod (no file) whose run upgrades monitoring, which fails after a while: upstream runs monitoring
-    beside the other pluggable modules and renders the file after them whatever their result."""
+    beside the other pluggable modules and renders the file after them whatever their result; the box is logged
+    only by the run that ends with every module installed: here the schedule's retry of monitoring."""
     running_file(installer).unlink()
     hold: list[dict[str, Any]] = [{"name": "Monitoring | Hold", "ansible.builtin.wait_for": {"timeout": 3}},
                                   {"name": "Monitoring | Break", "ansible.builtin.fail": {"msg": "broken on purpose"}}]
@@ -157,6 +172,20 @@ def test_a_failed_pluggable_module_still_ends_with_the_file(installer: Installer
     assert BOX in box
     assert written_at(running_file(installer)) >= last_module_end(installer).replace(microsecond=0)
     assert installer.condition("Ready")["reason"] == "ModulesFailed"
+    assert "Not showing the welcome box: monitoring not installed" in proc.stderr and BOX not in proc.stderr
+
+    # The schedule's tick once the backoff has expired: monitoring runs again and succeeds; that run shows the box.
+    del installer.env["KS_PLAYBOOKS_DIR"]
+    installer.patch_status({"modules": {"monitoring": {"nextRetryTime": "2000-01-01T00:00:00Z"}}})
+    retry = scheduled_run(installer, tmp_path)
+    assert retry.returncode == 0, retry.stderr[-3000:]
+    assert "Retrying modules whose backoff expired: monitoring" in retry.stderr
+    assert installer.ran(retry) == ["monitoring"], retry.stderr[-3000:]
+    assert BOX in retry.stderr and retry.stderr.index(BOX) < retry.stderr.index("Reconcile finished, Ready")
+    assert BOX in running_file(installer).read_text()
+    # The next tick: nothing due, nothing run, no box.
+    tick = scheduled_run(installer, tmp_path)
+    assert tick.returncode == 0 and BOX not in tick.stderr and not installer.ran(tick), tick.stderr[-3000:]
 
 
 @pytest.mark.platform

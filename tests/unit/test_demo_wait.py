@@ -3,6 +3,7 @@ the shell-operator the demo runs, never for a Ready True an earlier operator or 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,13 @@ def test_a_new_operator_starts_as_a_new_pod(tmp_path: Path) -> None:
     welcome = tmp_path / "kubesphere" / "playbooks" / "kubesphere_running"
     welcome.parent.mkdir(parents=True)
     welcome.write_text("Welcome")
-    new_pod(tmp_path)
+    log = tmp_path / "shell-operator" / "shell-operator.log"
+    new_pod(tmp_path, log)
     assert not welcome.exists()  # its first run is a full reconcile: the one the wait sees end
-    new_pod(tmp_path)
+    log.parent.mkdir()
+    log.write_text("the operator before: NOTES：\n")  # noqa: RUF001 - a character of two bytes and more
+    new_pod(tmp_path, log)
+    # `kubectl logs` of the installer's pod: what the new operator writes, from the byte it starts at
+    (pod,) = json.loads((tmp_path / "pod-logs.json").read_text())["pods"]
+    assert pod == {"namespace": "kubesphere-system", "prefix": "ks-installer-", "log": str(log),
+                   "offset": len(log.read_bytes())}

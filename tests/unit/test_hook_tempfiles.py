@@ -22,6 +22,7 @@ from installer_state import DEFAULT_CC
 from installer import hook
 from installer.config import prepare
 from installer.config.secrets import SECRET_PATHS
+from installer.engine import welcome_box
 from installer.engine.fastpath import PATCH_ENV
 from installer.engine.fingerprint import DigestCache
 from installer.engine.plan import Action, Step, records_for
@@ -34,6 +35,7 @@ from installer.spec import merge, nested
 
 REPO = Path(__file__).resolve().parents[2]
 REVISION = "4242"
+OLD_STAMP = "2020-01-02 03:04:05"
 needs_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="shell-operator's jq binary is not installed")
 
 
@@ -72,6 +74,13 @@ def _cc(spec: dict[str, Any]) -> dict[str, Any]:
             "status": status}
 
 
+def _box(settings: Settings) -> str:
+    """The welcome box an earlier full reconcile of this pod wrote."""
+    text = welcome_box.render("http://172.31.0.1:30880", "Password: P@88w0rd", OLD_STAMP)
+    welcome_box.save(settings.running_file, text)
+    return text
+
+
 def _jq(secret: dict[str, Any]) -> Any:
     """The state binding's filterResult for ``secret``, as shell-operator computes it (the jq binary)."""
     proc = subprocess.run(["jq", hook.state_filter()], input=json.dumps(secret), capture_output=True, text=True,
@@ -95,24 +104,43 @@ def test_the_state_binding_gets_the_filter_result_only() -> None:
 
 
 @needs_jq
-def test_a_settled_state_is_kept_whole_and_the_fast_path_decides_from_it(settings: Settings) -> None:
+def test_a_settled_state_is_kept_whole_and_the_fast_path_decides_from_it(settings: Settings,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
     spec = _spec()
     secret = _secret(settings, spec)
     result = _jq(secret)
     assert result == {"resourceVersion": REVISION, "data": secret["data"]}  # a published default is no secret
-    settings.running_file.parent.mkdir(parents=True)
-    settings.running_file.write_text("welcome")
+    before = _box(settings)
 
-    assert hook._settled(_contexts(_cc(spec), result), {hook.SPEC_BINDING})
+    with caplog.at_level("INFO", logger="installer"):
+        assert hook._settled(_contexts(_cc(spec), result), {hook.SPEC_BINDING})
     (op,) = [json.loads(line) for line in Path(settings.base_dir / "patch.jsonl").read_text().splitlines()]
     assert op["mergePatch"]["status"]["observedGeneration"] == 2
+    # The edit's run ends as every run of upstream's: the box, in the log and in kubesphere_running, at this time.
+    after = settings.running_file.read_text()
+    assert after != before and after == welcome_box.restamped(before, after.splitlines()[-2][-19:])
+    assert OLD_STAMP not in after
+    lines = [r.getMessage() for r in caplog.records]
+    box = lines.index(welcome_box.TITLE) - 1
+    assert lines[box:box + len(after.splitlines())] == after.splitlines()
+    assert lines[-1].startswith("Reconcile finished, Ready")
+
+
+@needs_jq
+@pytest.mark.parametrize("text", [None, "", "edited by hand\n"], ids=["absent", "empty", "not-a-box"])
+def test_without_a_box_of_this_pod_the_full_path_renders_it(text: str | None, settings: Settings) -> None:
+    """A new pod (no file yet), or a file that holds no box: the full reconcile renders the box from the cluster."""
+    spec = _spec()
+    if text is not None:
+        welcome_box.save(settings.running_file, text)
+    assert not hook._settled(_contexts(_cc(spec), _jq(_secret(settings, spec))), {hook.SPEC_BINDING})
+    assert not (settings.base_dir / "patch.jsonl").exists()
 
 
 @pytest.mark.parametrize("result", [{"resourceVersion": REVISION, "data": None}, None,
                                     {"resourceVersion": "1", "data": {}}], ids=["withheld", "none", "stale"])
 def test_without_usable_data_the_full_reconcile_decides(result: Any, settings: Settings) -> None:
-    settings.running_file.parent.mkdir(parents=True)
-    settings.running_file.write_text("welcome")
+    _box(settings)
     assert not hook._settled(_contexts(_cc(_spec()), result), {hook.SPEC_BINDING})
     assert not (settings.base_dir / "patch.jsonl").exists()
 
@@ -228,8 +256,7 @@ def test_an_edit_no_module_reads_is_stored_through_the_patch_file(settings: Sett
     spec = _spec()
     secret = _secret(settings, spec)
     secret["data"] |= {"_format": encode(FORMAT), "_writer": encode("old")}
-    settings.running_file.parent.mkdir(parents=True)
-    settings.running_file.write_text("welcome")
+    _box(settings)
     cc = _cc(spec)
     cc["spec"] = _with(cc["spec"], "common.redis.volumeSize", "5Gi")
     edited = prepare(copy.deepcopy(cc["spec"]), spec, switch_paths()).spec
