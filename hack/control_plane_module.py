@@ -1,0 +1,200 @@
+"""The Go module that builds Kubernetes' control plane at a chosen version (for ``hack/build-tools.sh``).
+
+``k8s.io/kubernetes`` replaces its staging modules (``k8s.io/api``, ``k8s.io/client-go``, ...) with paths inside
+its own repository, which a module that requires it cannot use: the wrapper module written here replaces each with
+its published ``v0.MINOR.PATCH`` instead. Where the module proxy does not serve that patch, the nearest older patch
+it serves is taken (same minor: the staging modules' APIs do not change within a minor). Versions whose module
+lacks the generated OpenAPI definitions (``pkg/generated/openapi/zz_generated.openapi.go``, which Kubernetes'
+own build generates before it compiles, up to v1.23) get them generated as that build does: ``openapi-gen`` of
+the ``k8s.io/kube-openapi`` that ``k8s.io/kubernetes`` pins, over every package tagged ``+k8s:openapi-gen=``; the
+file reaches the compiler through a ``go build -overlay`` (the module cache stays read-only). Usage::
+
+    python3 hack/control_plane_module.py gomod v1.26.15 DIR     # writes DIR/go.mod
+    python3 hack/control_plane_module.py openapi DIR            # prints DIR/overlay.json, or nothing if not needed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from k8s_versions import parse
+
+MODULE = "ks-installer.local/controlplane"
+OPENAPI_FILE = "pkg/generated/openapi/zz_generated.openapi.go"
+OPENAPI_PACKAGE = "k8s.io/kubernetes/pkg/generated/openapi"
+# Staging modules whose tagged packages Kubernetes' build leaves out of pkg/generated/openapi (they have their own).
+OPENAPI_EXCLUDED = ("k8s.io/code-generator", "k8s.io/sample-apiserver")
+_STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[a-z0-9-]+)\s+=>\s+\./staging/", re.M)
+_REQUIRE_BLOCK = re.compile(r"^require \($(.*?)^\)", re.M | re.S)
+
+
+def log(msg: str) -> None:
+    print(f"[build-tools] {msg}", file=sys.stderr, flush=True)
+
+
+def go(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """``go <args>`` (argv, no shell) with the environment of build-tools.sh."""
+    proc = subprocess.run(["go", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if check and proc.returncode:
+        raise SystemExit(f"go {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def staging_modules(kubernetes_mod: str) -> list[str]:
+    """The staging modules ``k8s.io/kubernetes``' go.mod both requires and replaces with a local path."""
+    lines = (line.strip() for block in _REQUIRE_BLOCK.findall(kubernetes_mod) for line in block.splitlines())
+    required = {line.split()[0] for line in lines if line and not line.startswith("//")}
+    return [m for m in _STAGING_REPLACE.findall(kubernetes_mod) if m in required]
+
+
+def staging_version(kubernetes: str) -> str:
+    """v1.26.15 -> v0.26.15, the release of the staging modules published with it."""
+    _, minor, patch = parse(kubernetes)
+    return f"v0.{minor}.{patch}"
+
+
+def nearest_served(module: str, want: str, served: Callable[[str, str], bool]) -> str | None:
+    """``want`` if ``served(module, want)``, else the newest older patch of its minor that is; None if none is."""
+    major_minor, patch = want.rsplit(".", 1)
+    for candidate in range(int(patch), -1, -1):
+        version = f"{major_minor}.{candidate}"
+        if served(module, version):
+            return version
+    return None
+
+
+def _json_stream(text: str) -> Iterable[dict]:
+    """The JSON objects ``go mod download -json`` prints one after another."""
+    decoder, index = json.JSONDecoder(), 0
+    while True:
+        while index < len(text) and text[index].isspace():
+            index += 1
+        if index >= len(text):
+            return
+        obj, index = decoder.raw_decode(text, index)
+        yield obj
+
+
+def _usable(result: dict) -> bool:
+    """Whether a ``go mod download -json`` result can be built with: no error, or only its zip is refused (its
+    go.mod is served: enough for a module that only takes part in version selection, like sample-apiserver)."""
+    error = result.get("Error", "")
+    return not error or (".zip:" in error and Path(result.get("GoMod") or "/nonexistent").is_file())
+
+
+def download(modules: Iterable[str], cwd: Path) -> dict[str, bool]:
+    """``module@version`` -> usable, from one ``go mod download`` of them all."""
+    refs = list(modules)
+    proc = go("mod", "download", "-json", *refs, cwd=cwd, check=False)
+    out = {f"{r['Path']}@{r['Version']}": _usable(r) for r in _json_stream(proc.stdout)}
+    return {ref: out.get(ref, False) for ref in refs}
+
+
+def go_mod(kubernetes: str, replacements: dict[str, str]) -> str:
+    """The wrapper module's go.mod."""
+    lines = [f"module {MODULE}", "", "go 1.24", "", f"require k8s.io/kubernetes {kubernetes}", ""]
+    lines += [f"replace {module} => {module} {version}" for module, version in replacements.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_go_mod(kubernetes: str, directory: Path) -> dict[str, str]:
+    """Resolve every staging module of ``kubernetes`` to a served version and write ``directory/go.mod``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    info = json.loads(go("mod", "download", "-json", f"k8s.io/kubernetes@{kubernetes}", cwd=directory).stdout)
+    modules = staging_modules(Path(info["GoMod"]).read_text())
+    want = staging_version(kubernetes)
+    first = download((f"{m}@{want}" for m in modules), directory)
+    replacements = {}
+    for module in modules:
+        if first[f"{module}@{want}"]:
+            replacements[module] = want
+            continue
+        found = nearest_served(module, want, lambda m, v: download([f"{m}@{v}"], directory)[f"{m}@{v}"])
+        if found is None:
+            raise SystemExit(f"no {module} of {want.rsplit('.', 1)[0]}.x is served by the module proxy")
+        log(f"{module}@{want} is not served; using {found}, the nearest served patch")
+        replacements[module] = found
+    (directory / "go.mod").write_text(go_mod(kubernetes, replacements))
+    return replacements
+
+
+# --------------------------------------------------------------------------------------------- openapi
+
+
+def _skip_dir(name: str) -> bool:
+    """Directories Kubernetes' build does not look into for tags (``hack/make-rules/helpers/cache_go_dirs.sh``)."""
+    return name.startswith(("_", ".")) or name == "vendor"
+
+
+def openapi_packages(root: Path, import_path: str) -> list[str]:
+    """Packages under ``root`` (imported as ``import_path``) with a Go file tagged ``+k8s:openapi-gen=``, as
+    Kubernetes' Makefile.generated_files finds them: a file with a ``// +k8s:`` comment line naming openapi-gen."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not _skip_dir(d))
+        for name in filenames:
+            if not name.endswith(".go"):
+                continue
+            text = (Path(dirpath) / name).read_text(errors="replace")
+            if "+k8s:openapi-gen=" in text and re.search(r"^// *\+k8s:", text, re.M):
+                rel = Path(dirpath).relative_to(root).as_posix()
+                found.append(import_path if rel == "." else f"{import_path}/{rel}")
+                break
+    return sorted(found)
+
+
+def module_dir(module: str, cwd: Path) -> Path:
+    return Path(go("list", "-m", "-f", "{{.Dir}}", module, cwd=cwd).stdout.strip())
+
+
+def generate_openapi(directory: Path) -> Path | None:
+    """For a module written by :func:`write_go_mod`: generate the OpenAPI definitions if ``k8s.io/kubernetes``
+    lacks them and return the overlay file for ``go build -overlay``; None when the module has them."""
+    kube = module_dir("k8s.io/kubernetes", directory)
+    if (kube / OPENAPI_FILE).is_file():
+        return None
+    replaced = re.findall(r"^replace (\S+) =>", (directory / "go.mod").read_text(), re.M)
+    packages = openapi_packages(kube, "k8s.io/kubernetes")
+    for module in replaced:
+        if module not in OPENAPI_EXCLUDED:
+            packages += openapi_packages(module_dir(module, directory), module)
+    log(f"generating {OPENAPI_FILE} from {len(packages)} tagged packages (openapi-gen)")
+    tool = directory / "openapi-gen"
+    go("build", "-o", str(tool), "k8s.io/kube-openapi/cmd/openapi-gen", cwd=directory)
+    out = directory / "openapi-out"
+    proc = subprocess.run(
+        [str(tool), "--logtostderr", "-i", ",".join(packages), "-p", OPENAPI_PACKAGE, "-O", "zz_generated.openapi",
+         "-h", str(kube / "hack/boilerplate/boilerplate.generatego.txt"), "-o", str(out),
+         "-r", str(directory / "openapi-violations.report")],
+        cwd=directory, capture_output=True, text=True, check=False)
+    generated = out / OPENAPI_PACKAGE / "zz_generated.openapi.go"
+    if proc.returncode or not generated.is_file():
+        raise SystemExit(f"openapi-gen failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    overlay = directory / "overlay.json"
+    overlay.write_text(json.dumps({"Replace": {str(kube / OPENAPI_FILE): str(generated)}}))
+    return overlay
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 3 and argv[0] == "gomod":
+        write_go_mod(argv[1], Path(argv[2]))
+    elif len(argv) == 2 and argv[0] == "openapi":
+        overlay = generate_openapi(Path(argv[1]))
+        if overlay:
+            print(overlay)
+    else:
+        print("usage: control_plane_module.py gomod VERSION DIR | openapi DIR", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
