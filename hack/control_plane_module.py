@@ -6,8 +6,9 @@ its published ``v0.MINOR.PATCH`` instead. Where the module proxy does not serve 
 it serves is taken (same minor: the staging modules' APIs do not change within a minor). Versions whose module
 lacks the generated OpenAPI definitions (``pkg/generated/openapi/zz_generated.openapi.go``, which Kubernetes'
 own build generates before it compiles, up to v1.23) get them generated as that build does: ``openapi-gen`` of
-the ``k8s.io/kube-openapi`` that ``k8s.io/kubernetes`` pins, over every package tagged ``+k8s:openapi-gen=``; the
-file reaches the compiler through a ``go build -overlay`` (the module cache stays read-only). Usage::
+the ``k8s.io/kube-openapi`` that ``k8s.io/kubernetes`` pins, over every package tagged ``+k8s:openapi-gen=``, and
+checked as that build checks it (its API rule violations must be the module's known list); the file reaches the
+compiler through a ``go build -overlay`` (the module cache stays read-only). Usage::
 
     python3 hack/control_plane_module.py gomod v1.26.15 DIR     # writes DIR/go.mod
     python3 hack/control_plane_module.py openapi DIR            # prints DIR/overlay.json, or nothing if not needed
@@ -30,6 +31,7 @@ from k8s_versions import parse
 MODULE = "ks-installer.local/controlplane"
 OPENAPI_FILE = "pkg/generated/openapi/zz_generated.openapi.go"
 OPENAPI_PACKAGE = "k8s.io/kubernetes/pkg/generated/openapi"
+KNOWN_VIOLATIONS = "api/api-rules/violation_exceptions.list"
 # Staging modules whose tagged packages Kubernetes' build leaves out of pkg/generated/openapi (they have their own).
 OPENAPI_EXCLUDED = ("k8s.io/code-generator", "k8s.io/sample-apiserver")
 _STAGING_REPLACE = re.compile(r"^\s*(k8s\.io/[a-z0-9-]+)\s+=>\s+\./staging/", re.M)
@@ -178,9 +180,19 @@ def generate_openapi(directory: Path) -> Path | None:
     generated = out / OPENAPI_PACKAGE / "zz_generated.openapi.go"
     if proc.returncode or not generated.is_file():
         raise SystemExit(f"openapi-gen failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    check_violations(directory / "openapi-violations.report", kube / KNOWN_VIOLATIONS)
     overlay = directory / "overlay.json"
     overlay.write_text(json.dumps({"Replace": {str(kube / OPENAPI_FILE): str(generated)}}))
     return overlay
+
+
+def check_violations(report: Path, known: Path) -> None:
+    """Fail as Kubernetes' build does when openapi-gen's API rule violations differ from the module's known list:
+    then the inputs were not the ones Kubernetes generated from."""
+    found, expected = (set(p.read_text().splitlines()) if p.is_file() else set() for p in (report, known))
+    if found != expected:
+        raise SystemExit(f"openapi-gen's API rule violations differ from {known}: "
+                         f"{len(found - expected)} more, {len(expected - found)} missing (report: {report})")
 
 
 def main(argv: list[str]) -> int:

@@ -133,3 +133,15 @@ def test_openapi_inputs_are_the_tagged_packages_as_kubernetes_build_finds_them(t
         (tmp_path / rel).write_text(text)
     assert cpm.openapi_packages(tmp_path, "k8s.io/kubernetes") == [
         "k8s.io/kubernetes", "k8s.io/kubernetes/pkg/apis/abac/v1beta1", "k8s.io/kubernetes/pkg/apis/off"]
+
+
+def test_generated_openapi_must_report_the_violations_kubernetes_knows(tmp_path: Path) -> None:
+    known = tmp_path / "violation_exceptions.list"
+    known.write_text("API rule violation: list_type_missing,k8s.io/api/core/v1,PodSpec,Volumes\n"
+                     "API rule violation: names_match,k8s.io/api/core/v1,Capabilities,Add\n")
+    report = tmp_path / "report"
+    report.write_text("".join(reversed(known.read_text().splitlines(keepends=True))))
+    cpm.check_violations(report, known)
+    report.write_text("API rule violation: names_match,k8s.io/api/core/v1,Capabilities,Add\n")
+    with pytest.raises(SystemExit, match="0 more, 1 missing"):
+        cpm.check_violations(report, known)
