@@ -1113,8 +1113,8 @@ class SimCluster:
             raise
         self.startup_seconds = time.monotonic() - begin
         model = f", latency model {self.latency!r}" if self.latency else ""
-        self._say(f"simulated cluster (Kubernetes {self.kubernetes}) up in {self.startup_seconds:.1f}s: {self.server} "
-                  f"(KUBECONFIG={self.kubeconfig}){model}")
+        self._say(f"simulated cluster up in {self.startup_seconds:.1f}s: {self.server} "
+                  f"(Kubernetes {self.kubernetes}, KUBECONFIG={self.kubeconfig}){model}")
         return self
 
     def stop(self, remove: bool = True) -> None:
