@@ -7,11 +7,12 @@ it serves is taken (same minor: the staging modules' APIs do not change within a
 lacks the generated OpenAPI definitions (``pkg/generated/openapi/zz_generated.openapi.go``, which Kubernetes'
 own build generates before it compiles, up to v1.23) get them generated as that build does: ``openapi-gen`` of
 the ``k8s.io/kube-openapi`` that ``k8s.io/kubernetes`` pins, over every package tagged ``+k8s:openapi-gen=``, and
-checked as that build checks it (its API rule violations must be the module's known list); the file reaches the
-compiler through a ``go build -overlay`` (the module cache stays read-only). Usage::
+checked as that build checks it (its API rule violations must be the module's known list); the module is then
+built from a copy of ``k8s.io/kubernetes`` with that file (the module cache stays read-only, and go refuses to
+overlay files in it). Usage::
 
     python3 hack/control_plane_module.py gomod v1.26.15 DIR     # writes DIR/go.mod
-    python3 hack/control_plane_module.py openapi DIR            # prints DIR/overlay.json, or nothing if not needed
+    python3 hack/control_plane_module.py openapi DIR            # generates the OpenAPI definitions where missing
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterable
@@ -100,9 +102,23 @@ def download(modules: Iterable[str], cwd: Path) -> dict[str, bool]:
     return {ref: out.get(ref, False) for ref in refs}
 
 
+def compatible_requires(kubernetes: str) -> dict[str, str]:
+    """Newer releases of dependencies that a version's own pins do not run with on this Go.
+
+    Before v1.23 Kubernetes pins json-iterator v1.1.10/11 with reflect2 v1.0.1, which relies on Go's map internals
+    before Go 1.18 and fails on later Go; reflect2 v1.0.2 and json-iterator v1.1.12 (v1.23's pins) were released
+    for Go 1.18.
+    """
+    if parse(kubernetes)[1] < 23:
+        return {"github.com/json-iterator/go": "v1.1.12", "github.com/modern-go/reflect2": "v1.0.2"}
+    return {}
+
+
 def go_mod(kubernetes: str, replacements: dict[str, str]) -> str:
     """The wrapper module's go.mod."""
-    lines = [f"module {MODULE}", "", "go 1.24", "", f"require k8s.io/kubernetes {kubernetes}", ""]
+    requires = {"k8s.io/kubernetes": kubernetes, **compatible_requires(kubernetes)}
+    lines = [f"module {MODULE}", "", "go 1.24", ""]
+    lines += [f"require {module} {version}" for module, version in requires.items()] + [""]
     lines += [f"replace {module} => {module} {version}" for module, version in replacements.items()]
     return "\n".join(lines) + "\n"
 
@@ -157,12 +173,13 @@ def module_dir(module: str, cwd: Path) -> Path:
     return Path(go("list", "-m", "-f", "{{.Dir}}", module, cwd=cwd).stdout.strip())
 
 
-def generate_openapi(directory: Path) -> Path | None:
-    """For a module written by :func:`write_go_mod`: generate the OpenAPI definitions if ``k8s.io/kubernetes``
-    lacks them and return the overlay file for ``go build -overlay``; None when the module has them."""
+def generate_openapi(directory: Path) -> bool:
+    """For a module written by :func:`write_go_mod`: if ``k8s.io/kubernetes`` lacks the OpenAPI definitions,
+    generate them into a copy of it (``directory/kubernetes``, hard links to the module cache but for the new file)
+    that the module then replaces it with; whether it did."""
     kube = module_dir("k8s.io/kubernetes", directory)
     if (kube / OPENAPI_FILE).is_file():
-        return None
+        return False
     replaced = re.findall(r"^replace (\S+) =>", (directory / "go.mod").read_text(), re.M)
     packages = openapi_packages(kube, "k8s.io/kubernetes")
     for module in replaced:
@@ -181,9 +198,25 @@ def generate_openapi(directory: Path) -> Path | None:
     if proc.returncode or not generated.is_file():
         raise SystemExit(f"openapi-gen failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     check_violations(directory / "openapi-violations.report", kube / KNOWN_VIOLATIONS)
-    overlay = directory / "overlay.json"
-    overlay.write_text(json.dumps({"Replace": {str(kube / OPENAPI_FILE): str(generated)}}))
-    return overlay
+    copy = directory / "kubernetes"
+    writable_copy(kube, copy)
+    shutil.copyfile(generated, copy / OPENAPI_FILE)
+    with (directory / "go.mod").open("a") as gomod:
+        gomod.write("replace k8s.io/kubernetes => ./kubernetes\n")
+    return True
+
+
+def writable_copy(src: Path, dst: Path) -> None:
+    """``src`` (a read-only module in the module cache) at ``dst`` as hard links (copies across file systems), in
+    directories the build may write to and remove."""
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+    shutil.copytree(src, dst, copy_function=link, symlinks=True)
+    for dirpath, _, _ in os.walk(dst):
+        os.chmod(dirpath, 0o755)
 
 
 def check_violations(report: Path, known: Path) -> None:
@@ -199,9 +232,7 @@ def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "gomod":
         write_go_mod(argv[1], Path(argv[2]))
     elif len(argv) == 2 and argv[0] == "openapi":
-        overlay = generate_openapi(Path(argv[1]))
-        if overlay:
-            print(overlay)
+        generate_openapi(Path(argv[1]))
     else:
         print("usage: control_plane_module.py gomod VERSION DIR | openapi DIR", file=sys.stderr)
         return 2

@@ -145,3 +145,10 @@ def test_generated_openapi_must_report_the_violations_kubernetes_knows(tmp_path:
     report.write_text("API rule violation: names_match,k8s.io/api/core/v1,Capabilities,Add\n")
     with pytest.raises(SystemExit, match="0 more, 1 missing"):
         cpm.check_violations(report, known)
+
+
+def test_versions_before_1_23_get_the_json_library_that_runs_on_current_go() -> None:
+    old = cpm.go_mod("v1.21.14", {})
+    assert "require github.com/modern-go/reflect2 v1.0.2\n" in old
+    assert "require github.com/json-iterator/go v1.1.12\n" in old
+    assert "reflect2" not in cpm.go_mod("v1.23.17", {})
