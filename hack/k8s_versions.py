@@ -88,13 +88,45 @@ def tool_version(name: str, pinned: Mapping[str, str], kubernetes: str | None = 
     return pinned[keys[name]]
 
 
+KWOK_VOLUMES_FROM = 24
+"""The first minor whose volumes kwok plays. kwok (v0.5 on) reads OpenAPI v3 (``/openapi/v3``) for the patch
+metadata of every resource a Stage of its own kind plays (here PersistentVolumeClaims and PersistentVolumes) and
+exits without it; the API server serves it from v1.24 (v1.23's alpha ``OpenAPIV3`` gate serves a discovery format
+client-go cannot read). Before that kube-controller-manager's hostPath provisioner binds the claims instead."""
+KWOK_VOLUME_PROVISIONER = "kwok.x-k8s.io/volume"
+HOSTPATH_PROVISIONER = "kubernetes.io/host-path"
+_VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
+
+
+def kwok_plays_volumes(kubernetes: str) -> bool:
+    """Whether kwok's volume Stages can run against ``kubernetes`` (see :data:`KWOK_VOLUMES_FROM`)."""
+    return parse(kubernetes)[1] >= KWOK_VOLUMES_FROM
+
+
+def volume_provisioner(kubernetes: str) -> str:
+    """The provisioner of the default StorageClass: kwok's, or the controller-manager's hostPath one before
+    :data:`KWOK_VOLUMES_FROM` (it makes a directory under /tmp/hostpath_pv per volume and removes it with it)."""
+    return KWOK_VOLUME_PROVISIONER if kwok_plays_volumes(kubernetes) else HOSTPATH_PROVISIONER
+
+
+def kwok_stages_for(stages: str, kubernetes: str) -> str:
+    """kwok's stage set (YAML documents) for ``kubernetes``: without the volume Stages where kwok cannot play
+    them."""
+    if kwok_plays_volumes(kubernetes):
+        return stages
+    docs = stages.split("\n---\n")
+    kept = [d for d in docs if not any(f"kind: {kind}}}" in d for kind in _VOLUME_KINDS)]
+    return "\n---\n".join(kept) + ("" if kept[-1].endswith("\n") else "\n")
+
+
 def controller_manager_flags(kubernetes: str) -> list[str]:
     """kube-controller-manager's flags that differ by version.
 
     The cloud controllers are off (there is no cloud): before v1.28 they are named ``service``, ``route`` and
     ``cloud-node-lifecycle``; v1.28 named them ``service-lb-controller``, ``node-route-controller`` and
     ``cloud-node-lifecycle`` (the old names are aliases there). Before v1.22 the controller-manager also serves
-    plain HTTP on port 10252 unless ``--port=0``: two clusters side by side would fight over it.
+    plain HTTP on port 10252 unless ``--port=0``: two clusters side by side would fight over it. Where kwok
+    cannot play volumes its hostPath provisioner binds the claims (:func:`volume_provisioner`).
     """
     minor = parse(kubernetes)[1]
     if minor < 28:
@@ -103,6 +135,8 @@ def controller_manager_flags(kubernetes: str) -> list[str]:
         flags = ["--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller"]
     if minor < 22:
         flags.append("--port=0")
+    if not kwok_plays_volumes(kubernetes):
+        flags.append("--enable-hostpath-provisioner=true")
     return flags
 
 

@@ -19,6 +19,23 @@ PINNED = {"KUBERNETES_VERSION": "v1.34.4", "KWOK_VERSION": "v0.8.0", "ETCD_VERSI
           "HELM_VERSION": "v3.19.5", "SHELL_OPERATOR_VERSION": "v1.6.1", "METRICS_SERVER_VERSION": "v0.8.0"}
 
 
+def test_volumes_are_kwoks_from_1_24_and_the_controller_managers_hostpath_ones_before() -> None:
+    stages = ("\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pod-ready\nspec:\n"
+              "  resourceRef: {apiGroup: v1, kind: Pod}\n"
+              "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pvc-provision\nspec:\n"
+              "  resourceRef: {apiGroup: v1, kind: PersistentVolumeClaim}\n  steps:\n  - apply:\n"
+              "      template: |\n        kind: PersistentVolume\n"
+              "---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pv-bind\nspec:\n"
+              "  resourceRef: {apiGroup: v1, kind: PersistentVolume}\n")
+    assert kv.kwok_stages_for(stages, "v1.24.17") == stages
+    assert kv.volume_provisioner("v1.24.17") == "kwok.x-k8s.io/volume"
+    assert "--enable-hostpath-provisioner=true" not in kv.controller_manager_flags("v1.24.17")
+    old = kv.kwok_stages_for(stages, "v1.23.17")
+    assert "name: pod-ready" in old and "PersistentVolume" not in old
+    assert kv.volume_provisioner("v1.23.17") == "kubernetes.io/host-path"
+    assert "--enable-hostpath-provisioner=true" in kv.controller_manager_flags("v1.21.14")
+
+
 @pytest.mark.parametrize(("version", "controllers", "insecure_port_off"), [
     ("v1.21.14", "*,-cloud-node-lifecycle,-service,-route", True),
     ("v1.22.17", "*,-cloud-node-lifecycle,-service,-route", False),
