@@ -59,9 +59,11 @@ from k8s_versions import (
     CONTROL_PLANE,
     cluster_version,
     controller_manager_flags,
+    kwok_stages_for,
     normalize,
     scheduler_flags,
     tool_version,
+    volume_provisioner,
 )
 
 HACK_DIR = Path(__file__).resolve().parent
@@ -1159,7 +1161,7 @@ class SimCluster:
         for name in PLAIN_TOOLS:
             with contextlib.suppress(SimClusterError):
                 (self.bin_dir / name).symlink_to(tool_path(name, self.kubernetes))
-        (self.state_dir / "kwok.yaml").write_text(kwok_stages(self.latency))
+        (self.state_dir / "kwok.yaml").write_text(kwok_stages_for(kwok_stages(self.latency), self.kubernetes))
 
     def _spawn(self, name: str, tool: str, args: list[str], env: dict[str, str] | None = None,
                essential: bool = True) -> Proc:
@@ -1294,7 +1296,8 @@ class SimCluster:
         kubelet = self.kubernetes
         for name, ip, cp in self.nodes:
             api.create("/api/v1/nodes", node_manifest(name, ip, cp, kubelet))
-        api.create("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS_MANIFEST)
+        api.create("/apis/storage.k8s.io/v1/storageclasses",
+                   {**STORAGE_CLASS_MANIFEST, "provisioner": volume_provisioner(self.kubernetes)})
 
         def nodes_ready() -> bool:
             items = api.call("GET", "/api/v1/nodes")["items"]

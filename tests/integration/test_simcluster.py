@@ -272,7 +272,8 @@ def test_latency_model_probes_is_opt_in_and_follows_the_manifests(sim_cluster: S
     Job completes JOB_SECONDS after its pod started."""
     assert kwok_stages() is KWOK_STAGES
     if (sim_cluster.state_dir / "kwok.yaml").exists():  # not a reused cluster (KS_SIM_KUBECONFIG)
-        assert (sim_cluster.state_dir / "kwok.yaml").read_text() == KWOK_STAGES
+        assert (sim_cluster.state_dir / "kwok.yaml").read_text() == kv.kwok_stages_for(KWOK_STAGES,
+                                                                                      sim_cluster.kubernetes)
     with SimCluster(tmp_path / "latency", die_with_parent=True, quiet=True, latency="probes") as cluster:
         api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
         apps = client.AppsV1Api(api)
