@@ -69,8 +69,9 @@ def kwok_version(kubernetes: str, pinned: Mapping[str, str]) -> str:
     """The kwok release that plays the kubelet of a cluster at ``kubernetes``.
 
     The pinned ``KWOK_VERSION`` for every version from :data:`OLDEST` on: kwok is a client of the API server (Nodes,
-    Pods, Leases, PersistentVolumes, all served at v1 since long before v1.21), and v0.8.0 runs the simulated
-    nodes of v1.21 to v1.34 alike.
+    Pods, Leases, all served at v1 since long before v1.21), and v0.8.0 plays the nodes and pods of every version
+    alike; its volume Stages need the API server's OpenAPI v3 (see :data:`KWOK_VOLUMES_FROM`), and no kwok
+    release that plays volumes does without it (v0.5 to v0.8 all read it).
     """
     parse(kubernetes)
     return pinned["KWOK_VERSION"]
