@@ -87,19 +87,21 @@ def _json_stream(text: str) -> Iterable[dict]:
         yield obj
 
 
-def _usable(result: dict) -> bool:
-    """Whether a ``go mod download -json`` result can be built with: no error, or only its zip is refused (its
-    go.mod is served: enough for a module that only takes part in version selection, like sample-apiserver)."""
+def _served(result: dict) -> str | None:
+    """What the proxy serves of a ``go mod download -json`` result: "zip" (the module), "mod" (only its go.mod:
+    enough for a module that only takes part in version selection, like sample-apiserver) or None."""
     error = result.get("Error", "")
-    return not error or (".zip:" in error and Path(result.get("GoMod") or "/nonexistent").is_file())
+    if not error:
+        return "zip"
+    return "mod" if ".zip:" in error and Path(result.get("GoMod") or "/nonexistent").is_file() else None
 
 
-def download(modules: Iterable[str], cwd: Path) -> dict[str, bool]:
-    """``module@version`` -> usable, from one ``go mod download`` of them all."""
+def download(modules: Iterable[str], cwd: Path) -> dict[str, str | None]:
+    """``module@version`` -> what is served of it (:func:`_served`), from one ``go mod download`` of them all."""
     refs = list(modules)
     proc = go("mod", "download", "-json", *refs, cwd=cwd, check=False)
-    out = {f"{r['Path']}@{r['Version']}": _usable(r) for r in _json_stream(proc.stdout)}
-    return {ref: out.get(ref, False) for ref in refs}
+    out = {f"{r['Path']}@{r['Version']}": _served(r) for r in _json_stream(proc.stdout)}
+    return {ref: out.get(ref) for ref in refs}
 
 
 def compatible_requires(kubernetes: str) -> dict[str, str]:
@@ -132,13 +134,16 @@ def write_go_mod(kubernetes: str, directory: Path) -> dict[str, str]:
     first = download((f"{m}@{want}" for m in modules), directory)
     replacements = {}
     for module in modules:
-        if first[f"{module}@{want}"]:
+        if first[f"{module}@{want}"] == "zip":
             replacements[module] = want
             continue
-        found = nearest_served(module, want, lambda m, v: download([f"{m}@{v}"], directory)[f"{m}@{v}"])
-        if found is None:
+        found = nearest_served(module, want, lambda m, v: download([f"{m}@{v}"], directory)[f"{m}@{v}"] == "zip")
+        if found is not None:
+            log(f"{module}@{want} is not served; using {found}, the nearest served patch")
+        elif first[f"{module}@{want}"] == "mod":
+            found = want  # only its go.mod: enough unless the build imports it (then go says so)
+        else:
             raise SystemExit(f"no {module} of {want.rsplit('.', 1)[0]}.x is served by the module proxy")
-        log(f"{module}@{want} is not served; using {found}, the nearest served patch")
         replacements[module] = found
     (directory / "go.mod").write_text(go_mod(kubernetes, replacements))
     return replacements
@@ -170,7 +175,11 @@ def openapi_packages(root: Path, import_path: str) -> list[str]:
 
 
 def module_dir(module: str, cwd: Path) -> Path:
-    return Path(go("list", "-m", "-f", "{{.Dir}}", module, cwd=cwd).stdout.strip())
+    """Where the module cache holds ``module`` (as the module in ``cwd`` requires it); SystemExit if it is absent."""
+    found = go("list", "-m", "-f", "{{.Dir}}", module, cwd=cwd).stdout.strip()
+    if not found:
+        raise SystemExit(f"{module} is not in the module cache (the proxy served only its go.mod)")
+    return Path(found)
 
 
 def generate_openapi(directory: Path) -> bool:
