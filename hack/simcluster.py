@@ -982,12 +982,12 @@ class SimCluster:
                  quiet: bool = False, latency: str | None = None, kubernetes: str | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.latency = latency
+        """The latency model of kwok's stages (:data:`LATENCY_MODELS`; None: pods are Ready at once)."""
         try:
             self.kubernetes = normalize(kubernetes) if kubernetes else cluster_version(versions())
         except ValueError as exc:
             raise SimClusterError(str(exc)) from None
         """The control plane's version (kube-apiserver, kube-controller-manager, kube-scheduler, the nodes' kubelet)."""
-        """The latency model of kwok's stages (:data:`LATENCY_MODELS`; None: pods are Ready at once)."""
         self.die_with_parent = die_with_parent
         self.quiet = quiet
         self.procs: list[Proc] = []
