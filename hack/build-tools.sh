@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Build the simulated cluster's binaries from pinned Go modules into a cache outside the repo.
 # Each binary is built only when its versioned file is missing, so a second run costs nothing.
-# Usage: build-tools.sh [cluster|shell-operator|kubectl|helm|kwok|metrics-server ...]   (default: everything)
-#   KS_TOOLS_DIR  cache dir (default ~/.cache/ks-installer/bin)
+# Usage: build-tools.sh [--kubernetes v1.X.Y] [cluster|shell-operator|kubectl|helm|kwok|metrics-server ...]
+#   (default: everything)
+#   KS_TOOLS_DIR           cache dir (default ~/.cache/ks-installer/bin)
+#   KS_KUBERNETES_VERSION  the control plane's version (as --kubernetes; default KUBERNETES_VERSION of versions.env):
+#                          kube-apiserver, kube-controller-manager and kube-scheduler are built at it, each as
+#                          <name>-<version> beside the others; kubectl, etcd and the other tools keep their pins
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -10,6 +14,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/versions.env"
 out=${KS_TOOLS_DIR:-$HOME/.cache/ks-installer/bin}
 mkdir -p "$out"
+
+wanted=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kubernetes) export KS_KUBERNETES_VERSION=${2:?--kubernetes needs a version}; shift 2 ;;
+    --kubernetes=*) export KS_KUBERNETES_VERSION=${1#*=}; shift ;;
+    *) wanted+=("$1"); shift ;;
+  esac
+done
+# The chosen control plane version (checked) and the kwok release that simulates its nodes (hack/k8s_versions.py).
+control_plane=$(python3 "$here/k8s_versions.py" kubernetes)
+kwok_version=$(python3 "$here/k8s_versions.py" kwok)
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 # No debug information: the binaries are stripped anyway (-s -w), and not generating it saves compile time.
@@ -77,6 +93,29 @@ build_kubernetes() {  # names of the binaries wanted
   done
 }
 
+# kube-apiserver, kube-controller-manager and kube-scheduler at a version other than the pinned one, in a module of
+# their own (hack/control_plane_module.py): k8s.io/kubernetes at that version with its staging modules at their
+# published v0.Y.Z (the nearest served patch where that one is not), and the OpenAPI definitions generated where the
+# module lacks them. The other tools' module cannot take part: its shared dependencies are the pinned release's.
+# Tag providerless leaves out the in-tree cloud providers (removed from Kubernetes in v1.31, and the simulated
+# cluster runs no cloud controller): a third less to compile and smaller binaries.
+build_control_plane() {  # version
+  local v=$1 minor=${1#v1.} dir=$workdir/control-plane b begin missing=0
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do have "$b" "$v" || missing=1; done
+  [ $missing = 1 ] || return 0
+  log "kube-apiserver kube-controller-manager kube-scheduler (kubernetes $v, a module of its own)"
+  begin=$(date +%s)
+  python3 "$here/control_plane_module.py" gomod "$v" "$dir"
+  python3 "$here/control_plane_module.py" openapi "$dir"
+  (cd "$dir" && go build -trimpath "$nodwarf" -tags=providerless -ldflags="-s -w \
+      -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 \
+      -X k8s.io/component-base/version.gitMinor=${minor%%.*} -X k8s.io/client-go/pkg/version.gitVersion=$v" \
+      -o "$dir/bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler)
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do mv "$dir/bin/$b" "$out/$b-$v"; done
+  log "kubernetes $v control plane built in $(( $(date +%s) - begin ))s"
+}
+
 build_plain() {  # name version package: a module built on its own dependencies
   have "$1" "$2" && return 0
   log "$1 $2"
@@ -92,15 +131,20 @@ build_tool() {  # name version package [ldflags]
 }
 
 start=$(date +%s)
-wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=(cluster shell-operator kwok helm metrics-server)
 for tool in "${wanted[@]}"; do
   case $tool in
-    cluster) build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubectl etcd ;;
+    cluster)
+      if [ "$control_plane" = "$KUBERNETES_VERSION" ]; then
+        build_kubernetes kube-apiserver kube-controller-manager kube-scheduler kubectl etcd
+      else
+        build_kubernetes kubectl etcd
+        build_control_plane "$control_plane"
+      fi ;;
     kubectl) build_kubernetes kubectl ;;
     shell-operator) build_tool shell-operator "$SHELL_OPERATOR_VERSION" github.com/flant/shell-operator/cmd/shell-operator \
       "-X github.com/flant/shell-operator/pkg/app.Version=$SHELL_OPERATOR_VERSION" ;;
-    kwok) build_plain kwok "$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok ;;
+    kwok) build_plain kwok "$kwok_version" sigs.k8s.io/kwok/cmd/kwok ;;
     helm) build_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm ;;
     # The real server behind the simulated cluster's APIService v1beta1.metrics.k8s.io (see simcluster.py).
     metrics-server) build_tool metrics-server "$METRICS_SERVER_VERSION" sigs.k8s.io/metrics-server/cmd/metrics-server ;;

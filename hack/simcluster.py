@@ -7,6 +7,7 @@ the default StorageClass bind. Usage::
 
     python hack/simcluster.py up|down|env|status      # state dir: $KS_SIM_DIR (default /tmp/ks-sim)
     python hack/simcluster.py up --latency probes     # pods Ready after their pulls and probes (POD_READY_SECONDS)
+    python hack/simcluster.py up --kubernetes v1.26.15  # another control plane version ($KS_KUBERNETES_VERSION)
 
     with SimCluster(Path("/tmp/x")) as cluster:        # or .start() / .stop()
         cluster.kubectl("get", "nodes")
@@ -54,6 +55,16 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from k8s_versions import (
+    CONTROL_PLANE,
+    cluster_version,
+    controller_manager_flags,
+    kwok_stages_for,
+    normalize,
+    scheduler_flags,
+    tool_version,
+    volume_provisioner,
+)
 
 HACK_DIR = Path(__file__).resolve().parent
 DEFAULT_STATE_DIR = Path("/tmp/ks-sim")
@@ -106,13 +117,20 @@ def tools_dir() -> Path:
     return Path(os.environ.get("KS_TOOLS_DIR") or Path.home() / ".cache/ks-installer/bin").expanduser()
 
 
-def tool_path(name: str) -> Path:
-    """Path of the pinned binary ``name`` (kubectl, helm, shell-operator, kube-apiserver, ...)."""
+def tool_path(name: str, kubernetes: str | None = None) -> Path:
+    """Path of the binary ``name`` (kubectl, helm, shell-operator, kube-apiserver, ...) of a cluster whose control
+    plane runs ``kubernetes`` (default: ``$KS_KUBERNETES_VERSION``, else the pinned version; see k8s_versions)."""
     if name not in _VERSION_KEYS:
         raise KeyError(f"unknown tool {name!r}; known: {', '.join(sorted(_VERSION_KEYS))}")
-    path = tools_dir() / f"{name}-{versions()[_VERSION_KEYS[name]]}"
+    try:
+        version = tool_version(name, versions(), kubernetes)
+    except ValueError as exc:
+        raise SimClusterError(str(exc)) from None
+    path = tools_dir() / f"{name}-{version}"
     if not os.access(path, os.X_OK):
-        raise SimClusterError(f"{path} is missing: build it with `bash hack/build-tools.sh`")
+        option = f" --kubernetes {version}" if name in CONTROL_PLANE and version != versions()["KUBERNETES_VERSION"] \
+            else ""
+        raise SimClusterError(f"{path} is missing: build it with `bash hack/build-tools.sh{option}`")
     return path
 
 
@@ -961,10 +979,15 @@ class SimCluster:
     """The simulated cluster in ``state_dir``: ``start()``/``stop()`` or a ``with`` block."""
 
     def __init__(self, state_dir: Path | str = DEFAULT_STATE_DIR, *, die_with_parent: bool = False,
-                 quiet: bool = False, latency: str | None = None) -> None:
+                 quiet: bool = False, latency: str | None = None, kubernetes: str | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.latency = latency
         """The latency model of kwok's stages (:data:`LATENCY_MODELS`; None: pods are Ready at once)."""
+        try:
+            self.kubernetes = normalize(kubernetes) if kubernetes else cluster_version(versions())
+        except ValueError as exc:
+            raise SimClusterError(str(exc)) from None
+        """The control plane's version (kube-apiserver, kube-controller-manager, kube-scheduler, the nodes' kubelet)."""
         self.die_with_parent = die_with_parent
         self.quiet = quiet
         self.procs: list[Proc] = []
@@ -1009,6 +1032,7 @@ class SimCluster:
             state = json.loads((self.state_dir / "cluster.json").read_text())
             self.ports = state["ports"]
             self.node_block, self.addresses = state.get("node_block", 0), state.get("addresses", [])
+            self.kubernetes = state.get("kubernetes", self.kubernetes)
 
     @classmethod
     def attach(cls, kubeconfig: Path | str) -> SimCluster:
@@ -1092,7 +1116,7 @@ class SimCluster:
         self.startup_seconds = time.monotonic() - begin
         model = f", latency model {self.latency!r}" if self.latency else ""
         self._say(f"simulated cluster up in {self.startup_seconds:.1f}s: {self.server} "
-                  f"(KUBECONFIG={self.kubeconfig}){model}")
+                  f"(Kubernetes {self.kubernetes}, KUBECONFIG={self.kubeconfig}){model}")
         return self
 
     def stop(self, remove: bool = True) -> None:
@@ -1129,19 +1153,19 @@ class SimCluster:
         (self.state_dir / "cluster.json").write_text(json.dumps(
             {"server": self.server, "ports": self.ports, "kubeconfig": str(self.kubeconfig),
              "node_block": self.node_block, "addresses": self.addresses, "pod_cidr": self.pod_cidr,
-             "latency": self.latency}, indent=2))
+             "latency": self.latency, "kubernetes": self.kubernetes}, indent=2))
         write_pki(self.pki)
         self.kubeconfig.write_text(kubeconfig_text(self.server, self.pki))
         self.kubeconfig.chmod(0o600)
         self.bin_dir.mkdir()
         for name in PLAIN_TOOLS:
             with contextlib.suppress(SimClusterError):
-                (self.bin_dir / name).symlink_to(tool_path(name))
-        (self.state_dir / "kwok.yaml").write_text(kwok_stages(self.latency))
+                (self.bin_dir / name).symlink_to(tool_path(name, self.kubernetes))
+        (self.state_dir / "kwok.yaml").write_text(kwok_stages_for(kwok_stages(self.latency), self.kubernetes))
 
     def _spawn(self, name: str, tool: str, args: list[str], env: dict[str, str] | None = None,
                essential: bool = True) -> Proc:
-        argv0 = str(tool_path(tool))
+        argv0 = str(tool_path(tool, self.kubernetes))
         log = self.logs / f"{name}.log"
         # The Go components collect garbage 4x less often (GOGC=400, unless set): memory is plentiful here, CPU is
         # not (kube-apiserver -20 % CPU over a module test; it spent a fifth of its time in the collector).
@@ -1251,9 +1275,10 @@ class SimCluster:
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             "--use-service-account-credentials=true", f"--service-cluster-ip-range={SERVICE_CIDR}",
             f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
-            "--controllers=*,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller",
+            *controller_manager_flags(self.kubernetes),
         ])
-        self._spawn("kube-scheduler", "kube-scheduler", [*common, f"--secure-port={self.ports['scheduler']}"])
+        self._spawn("kube-scheduler", "kube-scheduler", [*common, f"--secure-port={self.ports['scheduler']}",
+                                                         *scheduler_flags(self.kubernetes)])
         home = self.state_dir / "kwok-home"  # kwok also reads ~/.kwok/kwok.yaml; keep a user's one out
         home.mkdir()
         self._spawn("kwok", "kwok", [
@@ -1270,10 +1295,11 @@ class SimCluster:
 
     def _bootstrap(self, timeout: float) -> None:
         api = Api(self.server, self.pki)
-        kubelet = versions()["KUBERNETES_VERSION"]
+        kubelet = self.kubernetes
         for name, ip, cp in self.nodes:
             api.create("/api/v1/nodes", node_manifest(name, ip, cp, kubelet))
-        api.create("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS_MANIFEST)
+        api.create("/apis/storage.k8s.io/v1/storageclasses",
+                   {**STORAGE_CLASS_MANIFEST, "provisioner": volume_provisioner(self.kubernetes)})
 
         def nodes_ready() -> bool:
             items = api.call("GET", "/api/v1/nodes")["items"]
@@ -1329,8 +1355,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", choices=LATENCY_MODELS,
                         help="with up: pods become Ready as on a real cluster, after their image pulls and probes' "
                              "delays (see POD_READY_SECONDS); default: at once")
+    parser.add_argument("--kubernetes", metavar="VERSION",
+                        help="with up: the control plane's version, e.g. v1.26.15 (built by `hack/build-tools.sh "
+                             "--kubernetes VERSION`); default: $KS_KUBERNETES_VERSION, else versions.env's")
     args = parser.parse_args(argv)
-    cluster = SimCluster(_state_dir(), latency=args.latency)
+    try:
+        cluster = SimCluster(_state_dir(), latency=args.latency, kubernetes=args.kubernetes)
+    except SimClusterError as exc:
+        print(f"[simcluster] error: {exc}", file=sys.stderr)
+        return 1
     try:
         if args.command == "up":
             for sig in (signal.SIGTERM, signal.SIGHUP):  # killed while starting: start() stops what it began

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import k8s_versions as kv
 import pytest
 from cluster_objects import eventually
 from kubernetes import client, config
@@ -76,6 +77,19 @@ def test_nodes_are_kwok_nodes_and_ready(sim_cluster: SimCluster, kube_api: clien
     assert sc.metadata.annotations["storageclass.kubernetes.io/is-default-class"] == "true"
 
 
+def test_control_plane_and_kubelets_report_the_clusters_version(sim_cluster: SimCluster,
+                                                                kube_api: client.ApiClient) -> None:
+    """The version chosen for the cluster (``--kubernetes``, ``KS_KUBERNETES_VERSION``, else the pinned one) is
+    the one its API server answers with, its nodes report and its control plane's binaries carry."""
+    version = sim_cluster.kubernetes
+    assert version == kv.cluster_version(kv.pinned_versions())
+    assert client.VersionApi(kube_api).get_code().git_version == version
+    assert {n.status.node_info.kubelet_version for n in client.CoreV1Api(kube_api).list_node().items} == {version}
+    binaries = {r["name"]: Path(r["argv0"]).name for r in sim_cluster.records()}
+    assert {name: binaries[name] for name in kv.CONTROL_PLANE} == {name: f"{name}-{version}"
+                                                                  for name in kv.CONTROL_PLANE}
+
+
 def test_deployment_becomes_available_on_kwok_node(sim_cluster: SimCluster, kube_api: client.ApiClient,
                                                    namespace: str) -> None:
     labels = {"app": "web"}
@@ -139,7 +153,9 @@ def test_kubectl_helper_and_kubeconfig_env(sim_cluster: SimCluster) -> None:
     out = sim_cluster.kubectl("get", "nodes", "-o", "name").stdout.split()
     assert sorted(out) == sorted(f"node/{name}" for name, _, _ in NODES)
     version = json.loads(sim_cluster.kubectl("version", "-o", "json").stdout)
-    assert version["serverVersion"]["gitVersion"] == version["clientVersion"]["gitVersion"]
+    # kubectl keeps its pin whatever the control plane's version
+    assert version["clientVersion"]["gitVersion"] == kv.pinned_versions()["KUBERNETES_VERSION"]
+    assert version["serverVersion"]["gitVersion"] == sim_cluster.kubernetes
 
 
 def _assert_gone(records: list[dict[str, Any]], ports: dict[str, int]) -> None:
@@ -256,7 +272,8 @@ def test_latency_model_probes_is_opt_in_and_follows_the_manifests(sim_cluster: S
     Job completes JOB_SECONDS after its pod started."""
     assert kwok_stages() is KWOK_STAGES
     if (sim_cluster.state_dir / "kwok.yaml").exists():  # not a reused cluster (KS_SIM_KUBECONFIG)
-        assert (sim_cluster.state_dir / "kwok.yaml").read_text() == KWOK_STAGES
+        assert (sim_cluster.state_dir / "kwok.yaml").read_text() == kv.kwok_stages_for(KWOK_STAGES,
+                                                                                      sim_cluster.kubernetes)
     with SimCluster(tmp_path / "latency", die_with_parent=True, quiet=True, latency="probes") as cluster:
         api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
         apps = client.AppsV1Api(api)
