@@ -23,9 +23,14 @@ while [ $# -gt 0 ]; do
     *) wanted+=("$1"); shift ;;
   esac
 done
-# The chosen control plane version (checked) and the kwok release that simulates its nodes (hack/k8s_versions.py).
-control_plane=$(python3 "$here/k8s_versions.py" kubernetes)
-kwok_version=$(python3 "$here/k8s_versions.py" kwok)
+# The chosen control plane version (checked) and the kwok release that simulates its nodes (hack/k8s_versions.py);
+# without a chosen version, the pins (the image's build stage has only this script and versions.env).
+if [ -n "${KS_KUBERNETES_VERSION:-}" ]; then
+  control_plane=$(python3 "$here/k8s_versions.py" kubernetes)
+  kwok_version=$(python3 "$here/k8s_versions.py" kwok)
+else
+  control_plane=$KUBERNETES_VERSION kwok_version=$KWOK_VERSION
+fi
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 # No debug information: the binaries are stripped anyway (-s -w), and not generating it saves compile time.
