@@ -9,7 +9,7 @@ import re
 import urllib.parse
 
 import pytest
-from cluster_objects import delete_namespace
+from cluster_objects import delete_namespace, delete_quietly, eventually
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -60,8 +60,13 @@ def upstream_import_job(installer: Installer) -> client.V1Job:
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": "openpitrix-import-job", "namespace": "kubesphere-system", "labels": labels},
            "spec": {"backoffLimit": 100, "template": {"metadata": {"labels": labels}, "spec": pod}}}
-    return client.BatchV1Api(installer.api).create_namespaced_job(
-        "kubesphere-system", job, field_manager="kubectl-client-side-apply")
+    batch = client.BatchV1Api(installer.api)
+    # An earlier test on this cluster (the installer fixture forgets a module, it does not uninstall it) may have left
+    # the render's Job: gone first, as on a cluster upstream installed.
+    delete_quietly(lambda: batch.delete_namespaced_job("openpitrix-import-job", "kubesphere-system",
+                                                      propagation_policy="Background"))
+    eventually(lambda: import_job(installer) is None, what="the earlier import Job gone")
+    return batch.create_namespaced_job("kubesphere-system", job, field_manager="kubectl-client-side-apply")
 
 
 def assert_topology(installer: Installer) -> None:
