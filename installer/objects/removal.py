@@ -8,7 +8,6 @@ import json
 import re
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -57,7 +56,6 @@ class Removal:
 
     dyn: DynamicClient
     module: str
-    dry_run: Any
 
     def remove(self, objects: list[Obj], purge: bool = False) -> ApplyResult:
         """Delete each of ``objects`` (last kind first) that the deletion policy lets go (:meth:`_remove`), without
@@ -335,13 +333,6 @@ class Removal:
 
     def _delete(self, obj: Obj, result: ApplyResult, propagation: str = "Background") -> None:
         res = self._resource(obj["apiVersion"], obj["kind"])
-        if self.dry_run is not None:  # what exists is what the run deletes
-            if self._get(res, obj) is not None:
-                result.deleted.append(ident(obj))
-                result.deleted_refs.append(ref_of(obj))
-                self._gone = self._gone | {ident(obj)}
-                self._preview(result, Change(ident(obj), "delete"))
-            return
         uid = obj["metadata"].get("uid")
         try:
             res.delete(name=obj["metadata"]["name"], namespace=obj["metadata"].get("namespace"),
@@ -386,8 +377,6 @@ class Removal:
         return bool(client.CoreV1Api(self.dyn.client).list_namespaced_persistent_volume_claim(namespace).items)
 
     def _wait_gone(self, objects: list[Obj], timeout: int) -> None:
-        if self.dry_run is not None:
-            return
         deadline = time.monotonic() + timeout
         remaining = list(objects)
         for delay in backoff(limit=1.0):

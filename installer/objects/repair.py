@@ -13,10 +13,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ConflictError, NotFoundError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-from installer.objects.api_errors import api_reason, immutable_fields
-from installer.objects.field_takeover import dropped_by_takeover, legacy_entries, now_rfc3339, take_over
+from installer.objects.api_errors import immutable_fields
+from installer.objects.field_takeover import now_rfc3339, take_over
 from installer.objects.foreign import eviction
 from installer.objects.inventory import facts_of, object_key
 from installer.objects.originals import helm_records, named_by_original, release_objects
@@ -85,6 +85,18 @@ def recreate_note(kind: str, fields: list[str]) -> str:
     return f"{', '.join(fields)} cannot change: deleted and created again by the run{pods}"
 
 
+def replace_change(obj: Obj, body: Obj, refused: ApiException) -> Change | None:
+    """What :meth:`Repairs._replace` does for an apply refused only because fields cannot change, as a preview shows
+    it (None: it fails with the refusal)."""
+    fields = immutable_fields(refused)
+    kind = obj["kind"]
+    if not fields or (kind in NEVER_RECREATED and kind != "PersistentVolumeClaim"):
+        return None
+    if kind == "PersistentVolumeClaim":
+        return Change(ident(obj), "kept", note=f"{', '.join(fields)} cannot change: kept as it is, reported", body=body)
+    return Change(ident(obj), "recreate", note=recreate_note(kind, fields), body=body)
+
+
 def foreign_removed(obj: Obj, after: Obj, body: Obj) -> list[str]:
     """What an apply removes of other writers' fields (installer.objects.foreign), judged on its (dry-run) result."""
     plan = eviction(obj["kind"], (after.get("metadata") or {}).get("managedFields") or [], now_rfc3339(), body)
@@ -109,7 +121,6 @@ class Repairs:
 
     dyn: DynamicClient
     module: str
-    dry_run: Any
 
     def _restart_users(self, objects: list[Obj], renewed: set[tuple[str, str]], result: ApplyResult) -> None:
         """Restart the workloads of ``objects`` (the render's, there before the apply) whose pods run as a
@@ -133,7 +144,7 @@ class Repairs:
                 result.changed.append(ident(obj))
             result.foreign.append(f"{ident(obj)}: restarted, its ServiceAccount {account} being made anew")
 
-    def _take_over(self, res: Any, obj: Obj, body: Obj, meta: Obj, result: ApplyResult) -> Obj | None:
+    def _take_over(self, res: Any, obj: Obj, body: Obj, meta: Obj, result: ApplyResult) -> Obj:
         """Take the original installer's fields of an object over (``meta``: its metadata as found) and apply the
         render again, so the fields only the original set go; a refused field that cannot change is
         :meth:`_replace`'s."""
@@ -146,37 +157,12 @@ class Repairs:
                 raise
             return self._replace(res, obj, body, exc, result)
 
-    def _foresee_takeover(self, res: Any, obj: Obj, body: Obj, live: Obj, after: Obj, refused: ApiException | None,
-                          result: ApplyResult) -> None:
-        """A dry run's takeover of the original installer's object, which cannot be dry-run: the fields only the
-        original set are removed (installer.engine.adoption), a workload whose selector becomes the render's is
-        recreated, and an apply refused for a field that cannot change is what :meth:`_replace` does."""
-        if refused is not None and immutable_fields(refused):
-            self._replace(res, obj, body, refused, result)
-            return None
-        legacy = ", ".join(sorted({e["manager"] for e in legacy_entries(live["metadata"])}))
-        dropped = [f"{path}: removed (only {legacy} set it)" for path in dropped_by_takeover(live, body)]
-        if refused is not None:
-            note = (f"made by {legacy}: taken over in place; its fields merged with the render are refused "
-                    f"({api_reason(refused)}), so the takeover moves them first and the result is the render")
-            self._preview(result, Change(ident(obj), "adopt", dropped, note, body=body))
-        elif (changed := selector_change(live, body)) is not None:
-            self._preview(result, Change(ident(obj), "recreate", [changed], body=body,
-                                         note=recreate_note(obj["kind"], ["spec.selector"])))
-        else:
-            self._preview(result, Change(ident(obj), "adopt", [*dropped, *foreign_removed(obj, after, body)],
-                                         f"made by {legacy}: taken over in place", body=body, live=live, after=after))
-        result.adopted.append(ident(obj))
-        return None
-
     def _evict_foreign(self, res: Any, obj: Obj, body: Obj, after: Obj, result: ApplyResult,
                        attempts: int = 5) -> Obj:
         """Take the fields other writers own on ``after`` (the object as applied) over and apply again, which
         removes those the render does not set (installer.objects.foreign); returns the object as it ends. The
-        managedFields patch is guarded by the resourceVersion; when the object changed meanwhile it is read again. A dry
-        run writes nothing here (its change names the fields, :func:`foreign_removed`)."""
-        if self.dry_run is not None:
-            return after
+        managedFields patch is guarded by the resourceVersion; when the object changed meanwhile it is read again. A
+        preview names the fields instead (:func:`foreign_removed`)."""
         for _ in range(attempts):
             plan = eviction(obj["kind"], after["metadata"].get("managedFields") or [], now_rfc3339(), body)
             if plan is None:
@@ -198,33 +184,6 @@ class Repairs:
             return moved
         raise RuntimeError(f"{ident(obj)}: changed by others while their fields were being taken over")
 
-    def _recreate_planted(self, res: Any, obj: Obj, body: Obj, result: ApplyResult, known: list[str] | None,
-                          recorded: bool) -> bool:
-        """Delete a ServiceAccount of the render that exists but is not the one the module made, so that the apply
-        creates it anew (with another UID: tokens minted for the old one no longer authenticate); whether it was one
-        (a dry run only says so). The module's record says which it made (its UID); a module with a record that has
-        no UID for it made none. Without a record (a first install, or a record of an installer that kept no UIDs),
-        :func:`planted` decides (the original installer's are taken over)."""
-        live = self._get(res, obj)
-        if live is None:
-            return False
-        if known is not None:
-            if live.metadata.uid == known[0]:
-                return False
-        elif not recorded and (obj["kind"] != "ServiceAccount" or not self.planted(live.to_dict()["metadata"])):
-            return False
-        if self.dry_run is not None:
-            self._preview(result, Change(ident(obj), "recreate", note=planted_note(obj["kind"], self.module),
-                                         body=body))
-            return True
-        meta = obj["metadata"]
-        with contextlib.suppress(NotFoundError, ConflictError):
-            res.delete(name=meta["name"], namespace=meta.get("namespace"),
-                       body={"preconditions": {"uid": live.metadata.uid}})
-        self._wait_gone([obj], RECREATE_TIMEOUT)
-        result.foreign.append(f"{ident(obj)}: {planted_note(obj['kind'], self.module)}")
-        return True
-
     def planted(self, meta: Obj) -> bool:
         """:func:`planted` for a ServiceAccount of this module (the cc's creation and the Helm releases left in its
         namespace read once each, when first needed)."""
@@ -240,23 +199,18 @@ class Repairs:
         key = ("ServiceAccount", namespace, meta["name"])
         return planted(meta, named_by_original(key, self._released[namespace]), self._cc_created)
 
-    def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj | None:
+    def _replace(self, res: Any, obj: Obj, body: Obj, refused: ApiException, result: ApplyResult) -> Obj:
         """What ``helm upgrade --force`` / ``kubectl replace --force`` do for an object whose apply was refused only
         because fields cannot change: delete it and create it as rendered. A workload is deleted orphaning its
         ReplicaSets (ControllerRevisions) and pods, which the new one adopts by its selector: pods stay when its pod
         template is theirs. A PersistentVolumeClaim is never deleted: it is kept as it is (its spec as found) and
-        reported. Any other refusal (or a Namespace, a CRD, a PersistentVolume) is raised. A dry run says which
-        (None)."""
+        reported. Any other refusal (or a Namespace, a CRD, a PersistentVolume) is raised (a preview foresees the
+        same: :func:`replace_change`)."""
         fields = immutable_fields(refused)
         kind = obj["kind"]
         if not fields or (kind in NEVER_RECREATED and kind != "PersistentVolumeClaim"):
             raise refused
         what = f"{', '.join(fields)} cannot change"
-        if self.dry_run is not None:
-            self._preview(result, Change(ident(obj), "kept", note=f"{what}: kept as it is, reported", body=body)
-                          if kind == "PersistentVolumeClaim" else
-                          Change(ident(obj), "recreate", note=recreate_note(kind, fields), body=body))
-            return None
         if kind == "PersistentVolumeClaim":
             live = self._get(res, obj)
             if live is None:

@@ -2,7 +2,7 @@
 
 The objects come from :mod:`installer.preview.render` (each planned module's real playbook, its ``ks_*`` tasks
 recorded). Offline, they are listed (or printed as manifests). Against the cluster, the decisions are the run's own:
-each module's objects go through :meth:`installer.objects.manifests.Manifests.apply` as a dry run (``dryRun=All``,
+each module's objects go through the run's own decisions (installer.objects.foresight) as a dry run (``dryRun=All``,
 nothing written), whose change set says what the run does to each (unchanged, created, updated, adopted, recreated,
 kept); here the live object is compared with the dry-run result, field by field, without what the API server changes on
 every write. Objects in a module's recorded inventory that its run no longer renders are pruned, and an uninstall
@@ -27,7 +27,9 @@ from installer.ansible_tasks._record import GENERATED, GENERATED_CA
 from installer.config.secrets import REDACTED, credential_key, hidden, redact_keys, redact_text, redact_texts
 from installer.engine.adoption import releases_to_retire
 from installer.objects.api_errors import api_reason
-from installer.objects.manifests import DryRun, Manifests, as_applied
+from installer.objects.change_set import Foreseen
+from installer.objects.foresight import Foresight
+from installer.objects.manifests import as_applied
 from installer.objects.refs import KIND_ORDER, Obj, Ref, ident, ref_of
 from installer.objects.repair import shown
 from installer.objects.results import Change
@@ -308,7 +310,7 @@ class ClusterPlanner:
     def __init__(self, api: Any, records: dict[str, Any]) -> None:
         self.api = api
         self.records = records
-        self.dry_run = DryRun()
+        self.foreseen = Foreseen()
         """Kinds whose CRDs the plan creates (objects of them cannot be dry-run yet), namespaces it creates."""
         self._labelled: dict[str, list[Ref]] | None = None
         """Every module's labelled objects (Manifests.labelled), read by the first install's prune."""
@@ -320,7 +322,7 @@ class ClusterPlanner:
                 if obj["kind"] == "CustomResourceDefinition":
                     spec = obj.get("spec") or {}
                     kind = (spec.get("names") or {}).get("kind")
-                    self.dry_run.kinds |= {f"{spec.get('group')}/{v.get('name')}/{kind}"
+                    self.foreseen.kinds |= {f"{spec.get('group')}/{v.get('name')}/{kind}"
                                            for v in spec.get("versions") or []}
         for name, run in rendered.items():
             step = steps[name]
@@ -352,7 +354,7 @@ class ClusterPlanner:
 
     # Install and upgrade.
     def _apply(self, run: Rendered, module: ModuleObjects) -> None:
-        manifests = Manifests(self.api, run.module, self.dry_run, facts=self._facts(run.module))
+        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module))
         removed: dict[str, None] = {}
         for call in run.manifests("absent"):
             result = manifests.absent(call["objects"], self._recorded(run.module),
@@ -375,7 +377,7 @@ class ClusterPlanner:
         for change in task_changes(run, self.api):
             _show_change(change, module)
 
-    def _prune(self, manifests: Manifests, run: Rendered, module: ModuleObjects, shown: set[str]) -> None:
+    def _prune(self, manifests: Foresight, run: Rendered, module: ModuleObjects, shown: set[str]) -> None:
         """What the run's prune deletes (Manifests.prune_inventory, the run's own): what the module's recorded
         inventory (for an install, with the module's labelled objects: Manifests.prune_base) has and its run's
         inventory (what it renders and generates) lacks."""
@@ -395,7 +397,7 @@ class ClusterPlanner:
 
     # Uninstall.
     def _uninstall(self, run: Rendered, module: ModuleObjects, purge: bool) -> None:
-        manifests = Manifests(self.api, run.module, self.dry_run, facts=self._facts(run.module))
+        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module))
         recorded = self._recorded(run.module)
         deleted: dict[str, None] = {}
         kept: dict[str, str] = {}

@@ -13,7 +13,9 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 
 from installer.engine.state import StateStore
-from installer.objects.manifests import DryRun, Manifests
+from installer.objects.change_set import Foreseen
+from installer.objects.foresight import Foresight
+from installer.objects.manifests import Manifests
 from installer.objects.random_secret import ensure_random_secret
 from installer.objects.refs import ref_of
 from installer.settings import MODULE_LABEL, NAMESPACE
@@ -36,7 +38,7 @@ def test_prune_and_uninstall_go_by_the_recorded_inventory_through_the_deletion_p
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": ns},
              "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
     objects = [namespace, _config(ns, "dropped"), _config(ns, "handed-over"), claim]
-    manifests, preview = Manifests(kube_api, module), Manifests(kube_api, module, DryRun())
+    manifests, preview = Manifests(kube_api, module), Foresight(kube_api, module, Foreseen())
     try:
         applied = manifests.apply(objects)
         ensure_random_secret(kube_api, ns, "password", "key", module)  # a generated credential

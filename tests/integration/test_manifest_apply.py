@@ -18,7 +18,9 @@ from kubernetes.dynamic import DynamicClient
 
 from installer.objects import manifests as manifests_module
 from installer.objects.api_errors import Rejected
-from installer.objects.manifests import DryRun, Manifests
+from installer.objects.change_set import Foreseen
+from installer.objects.foresight import Foresight
+from installer.objects.manifests import Manifests
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster
@@ -87,7 +89,7 @@ def test_an_object_being_deleted_is_made_anew_once_gone(kube_api: client.ApiClie
         core.patch_namespaced_config_map("a", ns, {"metadata": {"finalizers": [hold]}})
         core.delete_namespaced_config_map("a", ns)
 
-        changes = {c.ref: (c.action, c.note) for c in Manifests(kube_api, module, DryRun()).apply(objects).changes}
+        changes = {c.ref: (c.action, c.note) for c in Foresight(kube_api, module, Foreseen()).apply(objects).changes}
         assert changes[f"ConfigMap/{ns}/a"] == ("recreate", "being deleted: created again once gone"), changes
 
         monkeypatch.setattr(manifests_module, "TERMINATING_TIMEOUT", 2)
@@ -114,7 +116,7 @@ def test_a_dry_run_writes_nothing_and_names_what_the_apply_then_does(kube_api: c
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
     objects = [namespace, _config(ns, "a", "1"), _config(ns, "b", "1")]
     core = client.CoreV1Api(kube_api)
-    manifests, preview = Manifests(kube_api, module), Manifests(kube_api, module, DryRun())
+    manifests, preview = Manifests(kube_api, module), Foresight(kube_api, module, Foreseen())
     try:
         new = {c.ref: (c.action, c.note) for c in preview.apply(objects).changes}
         assert new == {f"Namespace/{ns}": ("create", ""),
