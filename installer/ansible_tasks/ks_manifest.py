@@ -98,4 +98,4 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
     result.record()
     return {"changed": bool(result.changed or result.deleted), "applied": result.applied,
             "updated": result.changed, "deleted": result.deleted, "kept": result.kept,
-            "adopted": result.adopted, "immutable": result.immutable}
+            "adopted": result.adopted, "immutable": result.immutable, "changes": result.actions}

@@ -40,7 +40,9 @@ class Foresight(Manifests):
         for level in STAGES:
             staged = [o for o in objects if stage(o["apiVersion"], o["kind"]) == level]
             for decision in self.plan(staged) if staged else ():
-                result.changes.append(self._foresee(decision, result))
+                change = self._foresee(decision, result)
+                result.changes.append(change)
+                result.actions.setdefault(change.ref, change.action)
         return result
 
     def _foresee(self, d: Decision, result: ApplyResult) -> Change:

@@ -131,6 +131,7 @@ class Manifests(Planning, Repairs, Removal):
             metadata_only = obj["kind"] in METADATA_LISTED
             if d.live is not None and obj["kind"] in WORKLOAD_KINDS:
                 existed.add(d.ref)
+            result.actions.setdefault(d.ref, d.action)
             if d.action == "kept" and not d.adopt:
                 result.kept.append(f"{d.ref} ({d.note})")
                 continue
@@ -148,7 +149,10 @@ class Manifests(Planning, Repairs, Removal):
             except ApiException as exc:
                 raise Rejected(f"applying {d.ref}: {api_reason(exc)}") from exc
             if after is None:
+                result.actions[d.ref] = "kept"
                 continue
+            if replaced := [e for e in result.immutable if e.startswith(f"{d.ref}: ")]:
+                result.actions[d.ref] = "kept" if "kept as it is" in replaced[-1] else "recreate"
             result.applied.append(d.ref)
             if d.adopt:
                 result.applied_refs.append(ref_of(obj))

@@ -48,6 +48,9 @@ class ApplyResult:
     foreign: list[str] = field(default_factory=list)
     """``Kind/ns/name: removed fields of manager X: ...`` and planted ServiceAccounts recreated
     (installer.objects.foreign)."""
+    actions: dict[str, str] = field(default_factory=dict)
+    """``Kind/ns/name`` → what the apply did to it: its :class:`installer.objects.change_set.Decision`'s action (the
+    same change set a preview shows), ``recreate`` or ``kept`` where a field that cannot change made it so."""
     changes: list[Change] = field(default_factory=list)
     """A dry run's change set, one entry per object it looked at (empty for a real run)."""
     survivors: list[Ref] = field(default_factory=list)

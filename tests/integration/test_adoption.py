@@ -116,7 +116,8 @@ class Takeover:
         return "\n".join(rows)
 
 
-def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str] = frozenset()) -> None:
+def previewed(installer: Installer, made: V341Cluster,
+              recreated: frozenset[str] = frozenset()) -> dict[str, dict[str, str]]:
     """``plan --objects`` before the switch: every object of the original's that a module applies is shown as
     adopted (those of ``recreated`` as created again: a field that cannot change differs), with what the takeover
     removes; each module's releases to retire; no roll of kubesphere.yaml's readers
@@ -146,10 +147,35 @@ def previewed(installer: Installer, made: V341Cluster, recreated: frozenset[str]
             assert f"retires Helm release {key} (its release records, not its objects)" in plan[module]["notes"]
     assert {k: o["metadata"]["resourceVersion"] for k, o in snapshot(installer.api, made.refs).items()} == versions
     assert StateStore(installer.api).raw() == {}  # no state written either
+    return {module: {o["object"]: o["action"] for o in m["objects"]} for module, m in plan.items()}
+
+
+def run_actions(results: Path) -> dict[str, dict[str, str]]:
+    """What each module's run did to each object it applied (``ks_manifest``'s change set, from its job events):
+    its first action on each (a role that applies an object again later finds it as it left it)."""
+    out: dict[str, dict[str, str]] = {}
+    for module_dir in sorted(p for p in results.iterdir() if (p / "job_events").is_dir()):
+        actions = out.setdefault(module_dir.name, {})
+        for event in sorted((module_dir / "job_events").glob("*.json"), key=lambda f: int(f.name.split("-", 1)[0])):
+            data = json.loads(event.read_text())
+            if data.get("event") == "runner_on_ok":
+                for ref, action in ((data["event_data"].get("res") or {}).get("changes") or {}).items():
+                    actions.setdefault(ref, action)
+    return out
+
+
+def same_change_set(preview: dict[str, dict[str, str]], run: dict[str, dict[str, str]]) -> None:
+    """The run did to every object it applied what ``plan --objects`` said it would (one change set, decided by the
+    same code: installer.objects.planning), module by module."""
+    differ = {module: {ref: (preview.get(module, {}).get(ref), action) for ref, action in actions.items()
+                       if preview.get(module, {}).get(ref) != action}
+              for module, actions in run.items()}
+    assert {m: d for m, d in differ.items() if d} == {}, "(preview, run) differ"
+    assert sum(len(a) for a in run.values()) > 100
 
 
 def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profile = DEFAULT,
-              preview: Callable[[Installer, V341Cluster], None] | None = None,
+              preview: Callable[[Installer, V341Cluster], dict[str, dict[str, str]] | None] | None = None,
               may_restart: frozenset[str] = frozenset(), may_replace: frozenset[str] = frozenset(),
               rolls_twice: frozenset[str] = frozenset()) -> Takeover:
     """Build the v3.4.1 cluster for ``profile``, (``preview``: a check of ``plan --objects`` first,) run the first
@@ -165,8 +191,7 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     api = installer.api
     known = sorted(k for k, module in made.releases.items() if module)
     assert helm_list(sim, work / "helm") == sorted(k.split("/")[1] for k in made.releases)
-    if preview is not None:
-        preview(installer, made)
+    foreseen = preview(installer, made) if preview is not None else None
     workloads = revisions(api, made)
     result.workloads = len(workloads)
     legacy_before = {k for k, obj in snapshot(api, made.refs).items() if _legacy(obj["metadata"])}
@@ -185,6 +210,8 @@ def take_over(installer: Installer, sim: SimCluster, work: Path, profile: Profil
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert installer.ran(proc) == planned
     log = proc.stderr
+    if foreseen is not None:
+        same_change_set(foreseen, run_actions(installer.results))
     assert set(planned) == made.modules
 
     # Ready, every enabled module recorded.
