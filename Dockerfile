@@ -40,6 +40,7 @@ RUN python3 -m venv /opt/ks-installer/venv \
 # deploy/kubesphere-installer.yaml, so the root filesystem can be read-only.
 COPY hooks/ /hooks/
 COPY roles/ /opt/ks-installer/roles/
+COPY playbooks/ /opt/ks-installer/playbooks/
 RUN python3 -m compileall -q /opt/ks-installer/roles \
  && chmod +x /hooks/kubesphere/*.py \
  && mkdir -p /kubesphere/results /kubesphere/cache /kubesphere/run /kubesphere/playbooks /tmp/shell-operator \

@@ -348,9 +348,9 @@ APPLY_VERBS = frozenset({"apply", "install", "uninstall", "create", "replace", "
                          "label", "relabel", "annotate", "adopt", "roll", "give", "import", "stop"})
 """Task verbs (the first word after ``Module |`` in a task's name) of tasks that write to the cluster."""
 KINDS = ("wait", "apply", "render", "other", "skipped")
-PLAYBOOK_ARG = re.compile(r"/project/([\w.-]+?)\.ya?ml\b")
-"""A module's play on a run's command line: ``<run dir>/<module>-<random>/project/<module>.yaml``
-(installer.engine.runner)."""
+RUN_ARG = re.compile(r"/([\w.-]+?)-[a-z0-9_]{8}/inventory/hosts\b")
+"""A module's run on its command line: its private data dir's inventory, ``<run dir>/<module>-<random>/inventory/hosts``
+(installer.engine.runner; the play itself is playbooks/install.yaml or uninstall.yaml, the same for every module)."""
 
 
 def switch_all_on(spec: dict[str, Any], leave: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -451,8 +451,9 @@ class TreeMemory(threading.Thread):
     """Polls the memory of process ``pid`` and its descendants every ``interval`` seconds until :meth:`stop`.
 
     Peaks, in KiB: VmRSS and VmHWM of the root (the engine), the VmRSS sum of each module's Ansible run (the
-    processes whose command line names its play, ``.../project/<module>.yaml``, with their descendants:
-    ansible-runner's client, the child forked from the fork server and its task workers) and of the whole tree; and
+    processes whose command line names its private data dir, ``.../<module>-<random>/inventory/hosts``, with their
+    descendants: ansible-runner's client, the child forked from the fork server and its task workers) and of the whole
+    tree; and
     the PSS sums (each shared page counted once, as the memory cgroup charges it; forked processes share most of their
     pages, so the RSS sum counts those several times)."""
 
@@ -494,10 +495,10 @@ class TreeMemory(threading.Thread):
         runs: dict[str, list[int]] = {}
         for pid in tree:
             ancestor = pid
-            while ancestor in tree and not PLAYBOOK_ARG.search(commands.get(ancestor, "")):
+            while ancestor in tree and not RUN_ARG.search(commands.get(ancestor, "")):
                 ancestor = tree[ancestor]
             if ancestor in tree:
-                module = PLAYBOOK_ARG.search(commands[ancestor])
+                module = RUN_ARG.search(commands[ancestor])
                 assert module is not None
                 runs.setdefault(module.group(1), []).append(pid)
         self.samples += 1

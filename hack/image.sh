@@ -113,7 +113,7 @@ print("\n".join([*p["project"]["dependencies"], *p["build-system"]["requires"]])
 inputs_digest() {  # base-id tools-id
   { printf '%s\n' "$@"
     find Dockerfile .dockerignore pyproject.toml hack/image.sh hack/build-tools.sh hack/versions.env installer hooks \
-      roles -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
+      roles playbooks -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
       | xargs -0 sha256sum
   } | sha256sum | cut -c1-32
 }

@@ -22,6 +22,17 @@ def _source_dir(var: str, default: Path, repo_name: str) -> Path:
     return checkout if checkout.exists() else default
 
 
+IMAGE_PLAYBOOKS = Path("/opt/ks-installer/playbooks")
+"""Where the image keeps ``playbooks/`` (the Dockerfile copies it there, beside the roles)."""
+
+
+def playbooks_home() -> Path:
+    """The directory of the plays every module runs (``install.yaml``, ``uninstall.yaml``: installer.engine.plays):
+    this checkout's ``playbooks/`` when running from source, else the image's."""
+    checkout = _REPO / "playbooks"
+    return checkout if checkout.is_dir() else IMAGE_PLAYBOOKS
+
+
 def default_base_dir() -> Path:
     """``/kubesphere`` in the image; from a checkout, the user's own ``$XDG_CACHE_HOME/ks-installer/kubesphere``
     (``~/.cache/...``), so a local ``plan``, ``reconcile`` or ``uninstall`` writes nothing under ``/kubesphere``
@@ -36,7 +47,7 @@ def default_base_dir() -> Path:
 class Settings:
     base_dir: Path
     playbooks_dir: Path | None
-    """Plays that replace a module's generated ones (installer.engine.plays; ``KS_PLAYBOOKS_DIR``, for tests): None."""
+    """Plays that replace a module's own (installer.engine.plays; ``KS_PLAYBOOKS_DIR``, for tests): None."""
     roles_dir: Path
     results_dir: Path
     run_dir: Path

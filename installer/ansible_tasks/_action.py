@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any, ClassVar
 
-from ansible._internal._errors._captured import AnsibleModuleCapturedError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.json import Direction, get_module_decoder, get_module_encoder
 from ansible.module_utils.common.parameters import remove_values
@@ -27,6 +26,7 @@ from kubernetes.config import kube_config
 
 from installer.ansible_tasks import TaskFailed, task
 from installer.ansible_tasks._record import record, recording
+from installer.launch import ansible_private, kubernetes_private
 
 #: The serialization profile of the installer's (old-style Python) modules.
 PROFILE = "legacy"
@@ -62,7 +62,7 @@ def task_environment(env: dict[str, str]) -> Iterator[None]:
 @contextlib.contextmanager
 def kube_temp_files() -> Iterator[None]:
     """Remove the certificate files a kubeconfig load writes meanwhile (a module's exit did; a worker's does not)."""
-    files: dict[str, str] = getattr(kube_config, "_temp_files", {})
+    files = kubernetes_private.kubeconfig_temp_files()
     before = set(files)
     try:
         yield
@@ -80,45 +80,43 @@ def censored(result: dict[str, Any], no_log_values: set[str]) -> dict[str, Any]:
     return {**remove_values(result, no_log_values), **kept}
 
 
+@ansible_private.local_action  # check mode: decided below, after the arguments are validated, with the module's message
 class TaskAction(ActionBase):
     """Runs ``task.run`` (an ``installer.ansible_tasks`` module) with the task's validated arguments."""
 
     task: ClassVar[ModuleType]
-    # Decided below, after the arguments are validated, with the module's message.
-    _supports_check_mode = True
     TRANSFERS_FILES = False
-    _requires_connection = False
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         super().run(tmp, task_vars)
+        play_task = ansible_private.task_of(self)
         if recording():
-            return record(self.task, dict(self._task.args), (task_vars or {})["inventory_hostname"],
-                          bool(self._task.until))
+            return record(self.task, dict(play_task.args), (task_vars or {})["inventory_hostname"],
+                          bool(play_task.until))
         # As a module gets them: plain data after the JSON trip (one walk over Ansible's lazily templated values,
         # not a deep copy of them and then a walk), validated and coerced by the module's argument spec.
-        args = module_json(dict(self._task.args), Direction.CONTROLLER_TO_MODULE)
+        args = module_json(dict(play_task.args), Direction.CONTROLLER_TO_MODULE)
         validation = ArgumentSpecValidator(self.task.ARGUMENT_SPEC).validate(args)
         args |= validation.validated_parameters
         result: dict[str, Any]
         if validation.errors.errors:
             msg = validation.errors.msg
             if isinstance(validation.errors[0], UnsupportedError):
-                msg = f"Unsupported parameters for ({self._load_name}) module: {msg}"
+                msg = f"Unsupported parameters for ({ansible_private.plugin_name(self)}) module: {msg}"
             result = {"failed": True, "msg": msg}
-        elif self._task.check_mode and not self.task.SUPPORTS_CHECK_MODE:
-            result = {"skipped": True, "msg": f"remote module ({self._task.action}) does not support check mode"}
+        elif play_task.check_mode and not self.task.SUPPORTS_CHECK_MODE:
+            result = {"skipped": True, "msg": f"remote module ({play_task.action}) does not support check mode"}
         else:
             result = self._run_task(args)
         result.setdefault("invocation", {"module_args": args})
-        result = module_json(censored(result, validation._no_log_values), Direction.MODULE_TO_CONTROLLER)
+        censored_result = censored(result, ansible_private.no_log_values(validation))
+        result = module_json(censored_result, Direction.MODULE_TO_CONTROLLER)
         # As for a module's result: a failure is the module's ("Module failed" in the log), not the action's.
-        AnsibleModuleCapturedError.normalize_result_exception(result)
+        ansible_private.as_module_failure(result)
         return result
 
     def _run_task(self, params: dict[str, Any]) -> dict[str, Any]:
-        environment: dict[str, Any] = {}
-        self._compute_environment_string(environment)
-        env = {str(key): str(value) for key, value in environment.items()}
+        env = ansible_private.task_environment(self)
         with (task_environment(env), kube_temp_files(), contextlib.redirect_stdout(io.StringIO()),
               contextlib.redirect_stderr(io.StringIO())):
             try:

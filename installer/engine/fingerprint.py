@@ -1,9 +1,9 @@
 """A module's fingerprint: what it was (or will be) installed from.
 
 hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs). The code is its install
-play (installer.engine.plays: built from its role, or the file that replaces it), the roles that play uses (with their
-meta dependencies and filter plugins), the installer's ``ks_*`` tasks those roles call (``installer/ansible_tasks``) and
-the engine files those import (followed transitively: the Ansible side).
+play (installer.engine.plays: playbooks/install.yaml as it runs for the module, or the file that replaces it), the
+roles that play uses (with their meta dependencies and filter plugins), the installer's ``ks_*`` tasks those roles call
+(``installer/ansible_tasks``) and the engine files those import (followed transitively: the Ansible side).
 Equal hashes mean re-running the module would change nothing; a change to a file re-runs exactly the modules that
 execute it, and an installer upgrade that changes none of them (the engine alone, or only its version) runs none.
 """
@@ -21,6 +21,7 @@ from typing import Any
 
 from installer.engine.plays import file_name, play_text, plays_of
 from installer.engine.unset import without_unset
+from installer.engine_settings import playbooks_home
 from installer.modules import MODULES, Module
 from installer.spec import Spec, get
 
@@ -185,8 +186,8 @@ def files_digest(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
 
 
 class DigestCache:
-    """:func:`files_digest` per module, kept in a file and reused while no file under the roles, the engine or the
-    plays that replace generated ones changed (same paths, sizes and modification times): hashing
+    """:func:`files_digest` per module, kept in a file and reused while no file under the roles, the engine, playbooks/
+    or the plays that replace a module's changed (same paths, sizes and modification times): hashing
     parses every role and engine import, which a reconcile with nothing to do should not pay for."""
 
     def __init__(self, path: Path | None, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
@@ -196,10 +197,11 @@ class DigestCache:
         self._digests: dict[str, str] | None = None
 
     def signature(self) -> str:
-        """The paths, sizes and modification times of every file under the roles, the engine and the plays."""
+        """The paths, sizes and modification times of every file under the roles, the engine, playbooks/ and the
+        plays that replace a module's."""
         if self._signature is None:
             h = hashlib.sha256()
-            for root in (*self.dirs, *([self.plays_dir] if self.plays_dir is not None else [])):
+            for root in (*self.dirs, playbooks_home(), *([self.plays_dir] if self.plays_dir is not None else [])):
                 for path, size, mtime in sorted(_files(str(root))):
                     h.update(f"{path}\0{size}\0{mtime}\n".encode())
             self._signature = h.hexdigest()

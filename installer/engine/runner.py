@@ -28,7 +28,7 @@ from installer import KS_VERSION
 from installer.ansible_tasks import WARNINGS_KEY
 from installer.ansible_tasks._record import CAPTURE_ENV
 from installer.engine.plan import Action, Step
-from installer.engine.plays import write_playbook
+from installer.engine.plays import play_variables, playbook_file
 from installer.engine_settings import Settings
 from installer.escape import escaped
 from installer.launch.forkserver import SERVER
@@ -244,7 +244,7 @@ def clean_run_dirs(run_dir: Path) -> None:
 
 def run_variables(spec: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """The variables every module's playbook receives: the spec (with its defaults), the cluster's facts and the
-    engine's own (``ks_module``, ``ks_action`` and ``ks_hash`` are each run's)."""
+    engine's own (``ks_module``, ``ks_role``, ``ks_action`` and ``ks_hash`` are each run's)."""
     return {**spec, **facts, "ks_version": KS_VERSION, "ks_installer_version": INSTALLER_VERSION,
             "ks_namespace": NAMESPACE}
 
@@ -305,12 +305,13 @@ class PlaybookRunner:
         progress = _Progress(module.name, self.on_task)
         self.settings.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
-            extravars = {**self.variables, "ks_module": module.name, "ks_action": step.action.value,
+            extravars = {**self.variables, **play_variables(module), "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
             (Path(pdd) / MODULE_FILE).write_text(module.name, encoding="utf-8")
             write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
-            # A file, not playbook=[plays]: the fork server's client takes it on its command line.
-            playbook = write_playbook(Path(pdd) / "project", module, uninstall, self.settings.playbooks_dir)
+            (Path(pdd) / "project").mkdir(mode=0o700)  # the run's working directory
+            # playbooks/install.yaml or uninstall.yaml, run with the module's name and role (or the play replacing it).
+            playbook = playbook_file(module, uninstall, self.settings.playbooks_dir)
             inventory_file = str(Path(pdd) / "inventory.jsonl")
             recorded = self.inventories(module.name) if self.inventories is not None else ()
             recorded_facts = dict(self.facts(module.name)) if self.facts is not None else {}

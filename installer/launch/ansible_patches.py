@@ -2,9 +2,11 @@
 cheaper and none changes what a run does. The fork server (installer.launch.forkserver) applies them before it forks a
 run, so every run inherits their work; ``ansible-playbook`` started without the server runs unchanged.
 
-The ones that replace a private Ansible function apply only on the ansible-core release they were written for
-(:data:`WRITTEN_FOR`, the version the project pins); on another release they are skipped and the run costs what
-Ansible's own code costs. The template code cache wraps Jinja's public ``Environment.compile``.
+Each relies on private names of ansible-core (its collection loader's and configuration manager's functions; for the
+template code cache, which wraps Jinja's public ``Environment.compile``, Ansible's embedded-template switch in the cache
+key) and applies only on the release they were written for (:data:`WRITTEN_FOR`, the version the project pins,
+checked as installer.launch.ansible_private checks it); on another release none is applied and a run costs what
+Ansible's own code costs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import importlib.metadata
 import logging
 import marshal
 import os
@@ -24,32 +25,25 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
+from installer.launch import ansible_private
+from installer.launch.ansible_private import WRITTEN_FOR
+
 log = logging.getLogger("installer")
-
-#: The ansible-core release whose private functions the patches below replace.
-WRITTEN_FOR = "2.19.14"
-
-
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
 
 
 def apply(cache_dir: Path) -> list[str]:
     """Apply every patch that fits the installed ansible-core, before Ansible is imported; the names of those
     applied. ``cache_dir`` holds the compiled template code between runs."""
     applied = []
-    if _version("ansible-core") == WRITTEN_FOR:
+    if ansible_private.written_for():
         cache_collection_metadata()
         cache_config_definitions()
         applied += ["collection metadata", "config definitions"]
+        if cache_template_code(cache_dir):
+            applied.append("template code")
     else:
-        log.debug("ansible-core %s is not %s: its private functions are left alone", _version("ansible-core"),
-                  WRITTEN_FOR)
-    if cache_template_code(cache_dir):
-        applied.append("template code")
+        log.debug("ansible-core %s is not %s: its private functions are left alone",
+                  ansible_private.ansible_core_version(), WRITTEN_FOR)
     if "ansible.constants" in sys.modules:
         raise RuntimeError("Ansible was imported before a run's environment is known")
     return applied
@@ -113,7 +107,7 @@ def cache_template_code(cache_dir: Path) -> bool:
     import jinja2
 
     python = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    versions = f"python{python}-jinja{jinja2.__version__}-ansible{_version('ansible-core')}"
+    versions = f"python{python}-jinja{jinja2.__version__}-ansible{ansible_private.ansible_core_version()}"
     directory = cache_dir / hashlib.sha256(versions.encode()).hexdigest()[:16]
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -20,7 +20,9 @@ has imported the Kubernetes client already, so the server costs neither an inter
 it loads the tasks' code at once, on the other core while the engine plans (about 0.17 CPU-s, spent also by a
 reconcile that then runs nothing).
 Only a process with one thread forks (a fork copies no other thread, and a lock another thread holds stays held in
-the child); otherwise the first run starts the server as a new interpreter.
+the child); otherwise the first run starts the server as a new interpreter. The server's children end through CPython's
+private exit-handler functions (installer.launch.cpython_private): on an interpreter those were not written for,
+``ansible-playbook`` runs itself.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import time
 from pathlib import Path
 from typing import IO, NoReturn
 
-from installer.launch import ansible_playbook
+from installer.launch import ansible_playbook, cpython_private
 from installer.launch.ansible_playbook import PLAYBOOK
 
 log = logging.getLogger("installer")
@@ -114,7 +116,7 @@ class ForkServer:
 
     def prefork(self) -> None:
         """Start the server now by forking this process, if it has only one thread (see the module's docstring)."""
-        if os.environ.get(SWITCH_ENV, "1") == "0" or threading.active_count() != 1:
+        if not enabled() or threading.active_count() != 1:
             return
         with self._lock:
             if self._alive() and self._dir is not None:
@@ -129,7 +131,7 @@ class ForkServer:
     def client(self) -> Path | None:
         """The client to run in place of ``ansible-playbook``; None when switched off or the server cannot start
         (ansible-playbook runs itself then)."""
-        if os.environ.get(SWITCH_ENV, "1") == "0":
+        if not enabled():
             return None
         with self._lock:
             if self._alive() and self._dir is not None:
@@ -214,6 +216,18 @@ class ForkServer:
 
 
 SERVER = ForkServer()
+
+
+def enabled() -> bool:
+    """Whether runs go through the server: not switched off (``KS_ANSIBLE_FORKSERVER=0``), and on an interpreter
+    whose private exit-handler functions the server's children use (installer.launch.cpython_private)."""
+    if os.environ.get(SWITCH_ENV, "1") == "0":
+        return False
+    if not cpython_private.written_for():
+        implementation, (major, minor) = cpython_private.python_version()
+        log.debug("no fork server on %s %d.%d: ansible-playbook runs itself", implementation, major, minor)
+        return False
+    return True
 
 
 def _wait_or_kill(pid: int, timeout: float) -> None:
@@ -305,7 +319,7 @@ def take_over(conn: socket.socket, title: list[str] | None = None) -> list[str]:
 def finish(conn: socket.socket, code: int) -> NoReturn:
     """End a forked child: the exit handlers it registered, its streams flushed, ``code`` to the client."""
     with contextlib.suppress(Exception):
-        atexit._run_exitfuncs()  # Ansible's and kubernetes' clean-up (temp dirs, certificate files)
+        cpython_private.run_exit_handlers()  # Ansible's and kubernetes' clean-up (temp dirs, certificate files)
         sys.stdout.flush()
         sys.stderr.flush()
     with contextlib.suppress(OSError):
@@ -368,7 +382,7 @@ def _become_server(path: str) -> None:
     for number in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    atexit._clear()
+    cpython_private.clear_exit_handlers()
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)

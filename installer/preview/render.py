@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from installer.ansible_tasks._record import CAPTURE_ENV, WORLD_ENV
-from installer.engine.plays import plays_of
+from installer.engine.plays import play_variables, plays_of
 from installer.engine.runner import ansible_environment, unsafe_yaml, write_extravars
 from installer.objects.refs import Obj, Ref, load_definitions, ref_of
 
@@ -181,13 +181,13 @@ def render_modules(steps: list[tuple[str, str, str]], variables: dict[str, Any],
                    plays_dir: Path | None = None) -> dict[str, Rendered]:
     """Render ``steps`` (module, action, hash; action ``uninstall`` runs the uninstall play) with ``variables``
     (the spec and facts a reconcile passes as extra-vars) in one ``ansible-playbook`` (``plays_dir``: plays that
-    replace generated ones, installer.engine.plays)."""
+    replace a module's own, installer.engine.plays)."""
     from installer.modules import get_module
 
     hosts = {}
     for name, action, digest in steps:
         plays = plays_of(get_module(name), action == "uninstall", plays_dir)
-        hosts[name] = Host(plays, {"ks_module": name, "ks_action": action, "ks_hash": digest})
+        hosts[name] = Host(plays, {**play_variables(get_module(name)), "ks_action": action, "ks_hash": digest})
     if not hosts:
         return {}
     with workdir() as work:

@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from installer.config import apply_defaults
-from installer.engine.plays import generated
+from installer.engine.plays import module_plays
 from installer.engine.reconcile import Reconciler
 from installer.engine.state import StateStore
 from installer.engine.state_codec import SPEC_KEY
@@ -171,12 +171,12 @@ def between_cleanups(installer: Installer, clean: Callable[[client.ApiClient], N
 
 
 def playbooks_changed(tmp_path: Path, module: str, **play: Any) -> Path:
-    """A directory of plays where ``module``'s install play is its generated one with the keys ``play`` (``vars``,
-    ``pre_tasks``, ``post_tasks``...) set: for the engine it replaces the module's play (``KS_PLAYBOOKS_DIR``,
-    installer.engine.plays)."""
+    """A directory of plays where ``module``'s install play is its own (playbooks/install.yaml for it) with the keys
+    ``play`` (``vars``, ``pre_tasks``, ``post_tasks``...) set: for the engine it replaces the module's play
+    (``KS_PLAYBOOKS_DIR``, installer.engine.plays)."""
     playbooks = tmp_path / "playbooks"
     playbooks.mkdir(exist_ok=True)
-    plays = generated(get_module(module))
+    plays = module_plays(get_module(module))
     plays[0].update(play)
     (playbooks / f"{module}.yaml").write_text(yaml.safe_dump(plays))
     return playbooks

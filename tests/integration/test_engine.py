@@ -14,11 +14,16 @@ import pytest
 
 from installer.config.validate import MAX_DEPTH
 
-from .conftest import Installer, kill_tree, playbooks_changed, stored_state
+from .conftest import REPO, Installer, kill_tree, playbooks_changed, stored_state
 
 pytestmark = pytest.mark.cluster
 DEFAULT_MODULES = ["ks-config", "ks-core", "monitoring", "preinstall"]
 WITH_OBJECTS = ["ks-config", "ks-core", "monitoring", "preinstall"]
+
+
+def _command(installer: Installer, module: str) -> list[str]:
+    """The command line of the module's last run (ansible-runner's record of it)."""
+    return json.loads((installer.results / module / "command").read_text())["command"]
 
 
 def test_first_reconcile_installs_default_modules_and_reports_ready(installer: Installer, tmp_path: Path) -> None:
@@ -33,6 +38,10 @@ def test_first_reconcile_installs_default_modules_and_reports_ready(installer: I
         assert f"Start installing {module}" in proc.stderr
         stdout = installer.results / module / "stdout"
         assert "PLAY RECAP" in stdout.read_text(), f"{module} has no Ansible output"
+        # Every module runs playbooks/install.yaml, with its name and role as variables.
+        assert str(REPO / "playbooks" / "install.yaml") in _command(installer, module)
+        assert f"PLAY [Install {module}]" in stdout.read_text()
+    assert "TASK [ks-monitor : " in (installer.results / "monitoring" / "stdout").read_text()  # its role's tasks
     assert "Waiting for all tasks to be completed ..." in proc.stderr
     assert "task ks-core status is successful  (" in proc.stderr
     status = installer.status()
@@ -133,6 +142,8 @@ def test_disable_uninstalls_and_enable_reinstalls(installer: Installer) -> None:
     proc = installer.reconcile()
     assert installer.ran(proc) == ["gatekeeper"]
     assert "Start uninstalling gatekeeper" in proc.stderr
+    assert str(REPO / "playbooks" / "uninstall.yaml") in _command(installer, "gatekeeper")
+    assert "PLAY [Uninstall gatekeeper]" in (installer.results / "gatekeeper" / "stdout").read_text()
     assert installer.leftovers("gatekeeper") == set()  # its CRDs stay, by policy
     assert {m: v for m, v in installer.module_objects().items() if m != "gatekeeper"} == others
     status = installer.status()
@@ -188,7 +199,7 @@ def test_failed_module_blocks_dependents_and_is_retried(installer: Installer, tm
     assert ready["status"] == "False" and "opensearch" in ready["message"]
     assert installer.status()["modulesReady"] == "5/7"  # opensearch failed, logging blocked
 
-    (playbooks / "opensearch.yaml").unlink()  # the generated play again
+    (playbooks / "opensearch.yaml").unlink()  # playbooks/install.yaml again
     proc = installer.reconcile()
     assert installer.ran(proc) == ["logging", "opensearch"]
     assert installer.condition("Ready")["status"] == "True"

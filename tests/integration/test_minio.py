@@ -17,7 +17,7 @@ from cluster_objects import delete_quietly
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from installer.engine.plays import generated
+from installer.engine.plays import module_plays
 from installer.modules import get_module
 
 from .conftest import REPO, Installer
@@ -59,7 +59,7 @@ def playbooks_without_core(tmp_path: Path, wait_timeout: int | None = None) -> P
             play = [{"name": f"Skip {module}", "hosts": "localhost", "gather_facts": False, "tasks": []}]
             (playbooks / f"{module}{action}.yaml").write_text(yaml.safe_dump(play))
     if wait_timeout is not None:
-        play = generated(get_module("minio"))
+        play = module_plays(get_module("minio"))
         play[0]["vars"] = {"ks_minio_wait_timeout": wait_timeout}
         (playbooks / "minio.yaml").write_text(yaml.safe_dump(play))
     return playbooks

@@ -1,5 +1,5 @@
 """installer.launch.ansible_patches: what the fork server changes in Ansible and Jinja makes runs cheaper and changes no
-rendered output; the private-function patches apply only on the ansible-core release they were written for."""
+rendered output; the patches apply only on the ansible-core release they were written for."""
 
 from __future__ import annotations
 
@@ -83,9 +83,8 @@ def test_another_version_sets_leaves_its_directory_to_go(tmp_path: Path, cached:
 def _apply_in_a_new_interpreter(tmp_path: Path, version: str | None) -> list[str]:
     """``apply`` where Ansible is not imported yet (as in the fork server), with ansible-core's version faked."""
     fake = "" if version is None else f"""
-import importlib.metadata
-real = importlib.metadata.version
-importlib.metadata.version = lambda name: {version!r} if name == "ansible-core" else real(name)
+from installer.launch import ansible_private
+ansible_private.ansible_core_version = lambda: {version!r}
 """
     script = fake + f"""
 import json
@@ -97,7 +96,9 @@ print(json.dumps(ansible_patches.apply(Path({str(tmp_path / 'cache')!r}))))
     return json.loads(proc.stdout)
 
 
-def test_private_functions_are_patched_only_on_the_release_they_were_written_for(tmp_path: Path) -> None:
+def test_ansible_is_patched_only_on_the_release_the_patches_were_written_for(tmp_path: Path) -> None:
     assert _apply_in_a_new_interpreter(tmp_path, None) == ["collection metadata", "config definitions",
                                                           "template code"]
-    assert _apply_in_a_new_interpreter(tmp_path, "2.20.0") == ["template code"]
+    other = tmp_path / "other"
+    assert _apply_in_a_new_interpreter(other, "2.20.0") == []
+    assert not (other / "cache").exists()  # no template code cache either: its key reads an Ansible switch

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from installer.engine_settings import Settings
+from installer.engine_settings import IMAGE_PLAYBOOKS, Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
@@ -35,6 +35,7 @@ def test_hooks_and_roles_land_outside_what_the_installer_writes() -> None:
     assert copies["hooks"] == "/hooks/"
     assert "plugins" not in copies  # the ks_* tasks and the callback are the installer package's
     assert copies["roles"] == "/opt/ks-installer/roles/"
+    assert copies["playbooks"] == f"{IMAGE_PLAYBOOKS}/"  # beside the roles: where the engine looks in the image
     for src in copies:
         assert (REPO / src).exists(), f"Dockerfile copies missing {src}"
     assert (REPO / "hooks" / "kubesphere" / "installRunner.py").exists()
@@ -46,7 +47,7 @@ def test_image_env_matches_engine_settings(monkeypatch) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     settings = Settings.from_env()
-    assert settings.playbooks_dir is None  # every module runs its generated plays (installer.engine.plays)
+    assert settings.playbooks_dir is None  # every module runs playbooks/ (installer.engine.plays)
     assert str(settings.roles_dir) == env["ANSIBLE_ROLES_PATH"] == "/opt/ks-installer/roles"
     assert str(settings.results_dir) == "/kubesphere/results"
     assert str(settings.running_file) == "/kubesphere/playbooks/kubesphere_running"  # where KubeKey reads it
@@ -91,7 +92,7 @@ def test_what_the_installer_writes_is_a_volume_on_a_read_only_root(monkeypatch) 
                Path("/tmp")]
     for path in written:
         assert any(path.is_relative_to(m) for m in mounts), f"{path} is on the read-only root"
-    for code in (settings.roles_dir, Path(env["SHELL_OPERATOR_HOOKS_DIR"])):
+    for code in (settings.roles_dir, IMAGE_PLAYBOOKS, Path(env["SHELL_OPERATOR_HOOKS_DIR"])):
         assert not any(code.is_relative_to(m) for m in mounts), f"a volume hides {code}"
 
 

@@ -5,20 +5,18 @@ The built-in lookup deep-copies all of the host's variables for each file it ren
 layer instead. With the roles' large variables (the spec, the defaults, parsed CRDs and rule files) that copy was
 most of a render's time. This lookup is the built-in one with that layer: the variables it adds go into an empty
 mapping in front of the host's, which it never writes. The roles' templates build their own lists and mappings
-(``{% set x = [] %}``) and change no host variable.
+(``{% set x = [] %}``) and change no host variable. The layering relies on the built-in lookup's code, and is done
+where the installer keeps what relies on Ansible's internals (installer.launch.ansible_private); on an ansible-core
+release it was not written for, the built-in lookup runs unchanged.
 """
 
 from __future__ import annotations
 
-from collections import ChainMap
 from typing import Any
 
 from ansible.plugins.lookup import template as builtin
 
-
-def _layered(variables: Any) -> ChainMap[str, Any]:
-    return ChainMap({}, variables)
-
+from installer.launch.ansible_private import template_lookup_without_copy
 
 #: The built-in lookup's options at their defaults (the roles pass none; this lookup takes none).
 OPTIONS = {"template_vars": {}, "variable_start_string": "{{", "variable_end_string": "}}",
@@ -34,9 +32,5 @@ class LookupModule(builtin.LookupModule):
         return OPTIONS[option]
 
     def run(self, terms: list[Any], variables: Any = None, **kwargs: Any) -> list[Any]:
-        copy = builtin.deepcopy
-        builtin.deepcopy = _layered  # the built-in run's only use of it: the copy of ``variables``
-        try:
+        with template_lookup_without_copy():
             return super().run(terms, variables, **kwargs)
-        finally:
-            builtin.deepcopy = copy
