@@ -1,8 +1,8 @@
 """The module registry: the single source of truth for what the installer manages.
 
 Each module says how "enabled" is derived from the spec, which spec paths are its inputs (a change to any
-of them re-runs the module), which modules must run before it, its upstream status key and its Ansible role (the
-install and uninstall plays are built from it: installer.engine.plays). Nothing else in the engine names a module.
+of them re-runs the module), which modules must run before it, its upstream status key and its Ansible role (which
+playbooks/install.yaml and uninstall.yaml run: installer.engine.plays). Nothing else in the engine names a module.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def _devops_images(spec: Spec) -> tuple[str, ...]:
     return ("devops_apiserver", "devops_controller", "devops_tools", "jenkins", "jnlp_slave", "s2ioperator", "s2irun",
             *_DEVOPS_BUILDERS, *(f"{b}_podman" for b in _DEVOPS_BUILDERS), *_S2I_TEMPLATE_IMAGES, *argocd)
 
-#: Namespaces the registry's release and credential entries name (besides the installer's own, NAMESPACE).
+#: Namespaces the registry's entries name (besides the installer's own, NAMESPACE).
 _LOGGING, _MONITORING = "kubesphere-logging-system", "kubesphere-monitoring-system"
 
 
@@ -212,6 +212,10 @@ class Module:
     releases: tuple[tuple[str, str], ...] = ()
     """``(namespace, release)`` of the Helm releases an earlier installer (v3.4.1, v3.3.x, older ones it left) made of
     this module's objects: its first successful run retires them (installer.engine.adoption)."""
+    namespaces: tuple[str, ...] = ()
+    """The namespaces it renders objects into: the only ones from which its prune and uninstall delete anything
+    (installer.objects.ownership; checked against every module's render and upstream's objects by
+    tests/unit/test_ownership.py)."""
     credentials: tuple[tuple[str, str], ...] = ()
     """``(namespace, name)`` of the Secrets whose values its generators keep when found (a takeover keeps the original's
     passwords, keys and certificates; installer.engine.adoption names those it found)."""
@@ -240,30 +244,38 @@ class Module:
 MODULES: tuple[Module, ...] = (
     Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True,
            core_phase=True, images=("snapshot_controller",),
-           releases=(("kube-system", "snapshot-controller"),)),
+           releases=(("kube-system", "snapshot-controller"),),
+           namespaces=("kube-system", NAMESPACE, "kubesphere-controls-system", _MONITORING,
+                       "kubesphere-monitoring-federated")),
     Module("metrics_server", flag("metrics_server.enabled"),
            ("metrics_server.nodeSelector", "metrics_server.tolerations", "metrics_server.affinity"), ("preinstall",),
            status_key="metricsServer", core_phase=True, images=("metrics_server",), role="metrics-server",
-           releases=(("kube-system", "metrics-server"),)),
+           releases=(("kube-system", "metrics-server"),),
+           namespaces=("kube-system",)),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
            status_key="redis", core_phase=True, images=_redis_images,
-           releases=((NAMESPACE, "ks-redis"),), credentials=((NAMESPACE, "redis-secret"),)),
+           releases=((NAMESPACE, "ks-redis"),), credentials=((NAMESPACE, "redis-secret"),),
+           namespaces=(NAMESPACE,)),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap",
            core_phase=True, images=("openldap",),
-           releases=((NAMESPACE, "ks-openldap"),), credentials=((NAMESPACE, "openldap-secret"),)),
+           releases=((NAMESPACE, "ks-openldap"),), credentials=((NAMESPACE, "openldap-secret"),),
+           namespaces=(NAMESPACE,)),
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
            core_phase=True, images=("minio", "mc"),
-           releases=((NAMESPACE, "ks-minio"),), credentials=((NAMESPACE, "minio"),)),
+           releases=((NAMESPACE, "ks-minio"),), credentials=((NAMESPACE, "minio"),),
+           namespaces=(NAMESPACE,)),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
            ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator)),
            core_phase=True, images=_opensearch_images,
            releases=tuple((_LOGGING, r) for r in ("opensearch-master", "opensearch-data", "opensearch-logging-curator",
                                                   "opensearch-dashboard", "elasticsearch-logging-curator")),
-           credentials=((_LOGGING, "opensearch-credentials"),)),
+           credentials=((_LOGGING, "opensearch-credentials"),),
+           namespaces=(_LOGGING,)),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
-           core_phase=True, images=("fluentbit_operator", "fluent_bit", "docker")),
+           core_phase=True, images=("fluentbit_operator", "fluent_bit", "docker"),
+           namespaces=(_LOGGING,)),
     Module("ks-core", always,
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
@@ -274,7 +286,8 @@ MODULES: tuple[Module, ...] = (
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
                    "bookinfo_ratings_v1"),
            releases=((NAMESPACE, "ks-core"),),
-           credentials=((NAMESPACE, "kubesphere-secret"), (NAMESPACE, "ks-controller-manager-webhook-cert"))),
+           credentials=((NAMESPACE, "kubesphere-secret"), (NAMESPACE, "ks-controller-manager-webhook-cert")),
+           namespaces=(NAMESPACE, "kubesphere-controls-system")),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
@@ -283,54 +296,67 @@ MODULES: tuple[Module, ...] = (
             "multicluster", "logging.enabled", "events.enabled", "auditing.enabled", "alerting.enabled",
             "edgeruntime.enabled", "edgeruntime.kubeedge.enabled", "terminal", "gateway", "local_registry",
             "namespace_override", "zone"),
-           ("ks-core", "minio"), workloads=False, console=True, core_phase=True, images=_config_images),
+           ("ks-core", "minio"), workloads=False, console=True, core_phase=True, images=_config_images,
+           namespaces=(NAMESPACE,)),
     # Istio's monitors go into servicemesh's istio-system: after servicemesh, which creates (and owns) it.
     Module("monitoring", always,
            ("monitoring", "etcd", "common.monitoring.type", "persistence.storageClass", "servicemesh.enabled"),
            ("preinstall",), after=("servicemesh",), status_key="monitoring", images=_monitoring_images,
            role="ks-monitor",
            releases=((_MONITORING, "notification-manager"), (_MONITORING, "gpu-dcgm-exporter")),
-           credentials=((_MONITORING, "notification-manager-webhook-server-cert"),)),
+           credentials=((_MONITORING, "notification-manager-webhook-server-cert"),),
+           namespaces=(_MONITORING, "kube-system", "istio-system")),
     Module("alerting", flag("alerting.enabled"),
            ("alerting", "monitoring.nodeSelector", "monitoring.tolerations", "monitoring.affinity",
             "common.monitoring.endpoint", "common.monitoring.type"),
-           ("monitoring",), requires=("monitoring",), status_key="alerting", images=("thanos",)),
+           ("monitoring",), requires=("monitoring",), status_key="alerting", images=("thanos",),
+           namespaces=(_MONITORING,)),
     Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key="auditing",
            images=("auditing_operator", "auditing_webhook"),
-           releases=((_LOGGING, "kube-auditing"),)),
+           releases=((_LOGGING, "kube-auditing"),),
+           namespaces=(_LOGGING,)),
     Module("devops", flag("devops.enabled"),
            ("devops", "persistence.storageClass", "common.s3", "servicemesh.enabled"),
            ("ks-core", "openldap", "minio", "monitoring"), status_key="devops", images=_devops_images,
            releases=(("kubesphere-devops-system", "devops"), ("argocd", "devops")),
-           credentials=(("kubesphere-devops-system", "devops-jenkins"),)),
+           credentials=(("kubesphere-devops-system", "devops-jenkins"),),
+           namespaces=("kubesphere-devops-system", "kubesphere-devops-worker", "argocd", _MONITORING)),
     Module("events", flag("events.enabled"), ("events", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key=(("events.ruler", _events_ruler), ("events", always)),
            images=_events_images,
-           releases=((_LOGGING, "ks-events"),)),
+           releases=((_LOGGING, "ks-events"),),
+           namespaces=(_LOGGING,)),
     Module("logging", flag("logging.enabled"), ("logging", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key="logging", images=_logging_images,
-           releases=((_LOGGING, "logsidecar-injector"),)),
+           releases=((_LOGGING, "logsidecar-injector"),),
+           namespaces=(_LOGGING,)),
     Module("multicluster", equals("multicluster.clusterRole", "host"), ("multicluster",), ("ks-core",),
            status_key="multicluster", images=("tower", "kubefed"),
-           releases=(("kube-federation-system", "kubefed"),)),
+           releases=(("kube-federation-system", "kubefed"),),
+           namespaces=("kube-federation-system", NAMESPACE, "kubesphere-monitoring-federated", "kube-system")),
     Module("network", equals("network.topology.type", "weave-scope"), (), ("ks-core",),
-           status_key="network.topology", images=("weave_scope",)),
+           status_key="network.topology", images=("weave_scope",),
+           namespaces=("weave",)),
     # The App Store's S3 settings are kubesphere.yaml's (ks-config); upstream wrote no status for it.
     Module("openpitrix", flag("openpitrix.store.enabled"), ("common.s3",), ("ks-core", "minio"),
-           images=("openpitrix_jobs",)),
+           images=("openpitrix_jobs",),
+           namespaces=(NAMESPACE,)),
     Module("servicemesh", flag("servicemesh.enabled"), ("servicemesh", *_LOG_BACKEND),
            ("ks-core", "opensearch"), status_key="servicemesh",
            images=("istio_pilot", "istio_proxyv2", "jaeger_operator", "jaeger_agent", "jaeger_collector",
                    "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali"),
-           releases=(("istio-system", "jaeger-operator"), ("istio-system", "kiali-operator"))),
+           releases=(("istio-system", "jaeger-operator"), ("istio-system", "kiali-operator")),
+           namespaces=("istio-system",)),
     Module("edgeruntime", all_of(flag("edgeruntime.enabled"), flag("edgeruntime.kubeedge.enabled")), ("edgeruntime",),
            ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images,
-           releases=(("kubeedge", "cloudcore"), ("kubeedge", "kubeedge"))),
+           releases=(("kubeedge", "cloudcore"), ("kubeedge", "kubeedge")),
+           namespaces=("kubeedge",)),
     # Gatekeeper's admission webhook reviews every write once registered: it goes in after the others' objects.
     Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper",
            images=("gatekeeper",), last=True,
-           releases=(("gatekeeper-system", "gatekeeper"),)),
+           releases=(("gatekeeper-system", "gatekeeper"),),
+           namespaces=("gatekeeper-system",)),
     # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to). It runs last,
     # as upstream, so the report names the modules installed.
     Module("telemetry", flag("telemetry_enabled"), ("multicluster.clusterRole",), ("ks-core", "ks-config"),

@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer.modules import MODULES, get_module
 from installer.objects.originals import Key, helm_records, named_by_original, release_objects
-from installer.settings import MODULE_LABEL, NAMESPACE
+from installer.settings import MODULE_LABEL
 
 log = logging.getLogger("installer")
 
@@ -39,12 +39,9 @@ log = logging.getLogger("installer")
 #: ``Module.releases``).
 RELEASES: dict[tuple[str, str], str] = {release: m.name for m in MODULES for release in m.releases}
 
-#: The namespaces the original created for KubeSphere (where its leftovers are looked for).
-NAMESPACES = (
-    NAMESPACE, "kubesphere-controls-system", "kubesphere-monitoring-system", "kubesphere-monitoring-federated",
-    "kubesphere-logging-system", "kubesphere-devops-system", "kubesphere-devops-worker", "istio-system",
-    "kube-federation-system", "kubeedge", "gatekeeper-system", "weave", "argocd",
-)
+#: The namespaces the original created for KubeSphere (where its leftovers are looked for): the modules' own
+#: (the registry's ``Module.namespaces``), not the cluster's ``kube-system``.
+NAMESPACES = tuple(dict.fromkeys(ns for m in MODULES for ns in m.namespaces if ns != "kube-system"))
 #: The kinds looked at for leftovers (those not served are skipped).
 LEFTOVER_KINDS = (
     ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"), ("v1", "ServiceAccount"),

@@ -36,6 +36,7 @@ from installer.modules import get_module
 from installer.objects.api_errors import api_reason
 from installer.objects.inventory import INVENTORY_ENV, RECORDED_ENV, object_key, read_facts, read_inventory, read_notes
 from installer.objects.manifests import Manifests
+from installer.objects.ownership import NAMESPACES_ENV
 from installer.objects.refs import Ref, stale_refs
 from installer.objects.removal import PURGE_ENV
 from installer.settings import NAMESPACE
@@ -333,6 +334,7 @@ class PlaybookRunner:
                 suppress_env_files=True,  # the environment and command line stay arguments, not files in the dir
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file, **recorded_env,
+                         NAMESPACES_ENV: json.dumps(list(module.namespaces)),
                          **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
                 event_handler=progress,
@@ -378,7 +380,8 @@ class PlaybookRunner:
         objects: Manifests.prune_base) has and the run's lacks, through the deletion policy
         (installer.objects.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy
         kept."""
-        manifests = Manifests(self.api, module, facts={k: list(v) for k, v in facts.items()})
+        manifests = Manifests(self.api, module, facts={k: list(v) for k, v in facts.items()},
+                              namespaces=get_module(module).namespaces)
         base = manifests.prune_base(recorded, install, self._labelled_objects(manifests) if install else None)
         if not stale_refs(base, inventory):
             return inventory

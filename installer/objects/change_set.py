@@ -2,7 +2,7 @@
 takes as done although the cluster does not have it yet (:class:`Foreseen`).
 
 :meth:`installer.objects.planning.Planning.plan` returns the decisions, reading the cluster only;
-:meth:`installer.objects.manifests.Manifests.execute` carries them out; :class:`installer.objects.foresight.Foresight`
+:meth:`installer.objects.manifests.Manifests.execute` carries them out; :class:`installer.preview.foresight.Foresight`
 shows them (with a server-side dry run of each write) without writing.
 """
 

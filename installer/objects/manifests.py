@@ -7,7 +7,7 @@ Every object a module applies carries ``installer.kubesphere.io/module=<module>`
 made) in the run's inventory (installer.objects.inventory), which the engine keeps as the module's recorded
 inventory. What an apply does to objects that exist not as the module made them is in installer.objects.repair;
 prune, uninstall and ``state: absent`` in installer.objects.removal; readiness and its wait in
-installer.objects.readiness; the preview of the same decisions in installer.objects.foresight.
+installer.objects.readiness; the preview of the same decisions in installer.preview.foresight.
 
 An object is applied only when it may differ from its manifest: each carries ``installer.kubesphere.io/applied``,
 the digest of the manifest applied last, and one that has the same digest, no other writer's field where the render
@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client
@@ -31,6 +32,7 @@ from installer.objects.api_errors import Rejected, api_reason
 from installer.objects.change_set import Decision, Foreseen
 from installer.objects.inventory import METADATA_LISTED, facts_of, object_key, read_recorded_facts
 from installer.objects.originals import Key
+from installer.objects.ownership import run_namespaces
 from installer.objects.planning import (
     Planning,
     as_applied,
@@ -57,15 +59,17 @@ STAGES = (0, 1, 2)
 
 class Manifests(Planning, Repairs, Removal):
     """A module's objects on the cluster: :meth:`plan` decides what to do with each (reading only), :meth:`execute`
-    does it; :meth:`apply` does both, one stage at a time. installer.objects.foresight.Foresight shows the same
+    does it; :meth:`apply` does both, one stage at a time. installer.preview.foresight.Foresight shows the same
     decisions without writing."""
 
     foreseen: Foreseen | None = None
     _facts: dict[str, list[str]] | None = None
 
-    def __init__(self, api: client.ApiClient, module: str, facts: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, api: client.ApiClient, module: str, facts: dict[str, list[str]] | None = None,
+                 namespaces: Iterable[str] | None = None) -> None:
         self.dyn = DynamicClient(api)
         self.module = module
+        self.namespaces = frozenset(namespaces) if namespaces is not None else run_namespaces()
         self.gone: set[str] = set()
         """What a preview's deletes removed (an apply creates it again); a run's deletes are done, not foreseen."""
         self._cc_created: str | None = None
@@ -80,7 +84,7 @@ class Manifests(Planning, Repairs, Removal):
         return self._facts
 
     def _preview(self, result: ApplyResult, change: Change) -> None:
-        """Where a preview (installer.objects.foresight) collects what the run would do; a run shows nothing."""
+        """Where a preview (installer.preview.foresight) collects what the run would do; a run shows nothing."""
 
     def _resource(self, api_version: str, kind: str) -> Any:
         return self.dyn.resources.get(api_version=api_version, kind=kind)

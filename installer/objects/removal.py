@@ -56,6 +56,8 @@ class Removal:
 
     dyn: DynamicClient
     module: str
+    namespaces: frozenset[str] | None
+    """The module's namespaces (installer.objects.ownership), the only ones it deletes from."""
 
     def remove(self, objects: list[Obj], purge: bool = False) -> ApplyResult:
         """Delete each of ``objects`` (last kind first) that the deletion policy lets go (:meth:`_remove`), without
@@ -193,7 +195,7 @@ class Removal:
         record was lost (a forgotten state) goes too. Never a cluster-scoped object: a label and a field manager's
         name are all that would say it is the module's, and anyone who can write it can set both."""
         found = (self.labelled() if labelled is None else labelled).get(self.module, [])
-        return [ref for ref in found if ref[2] and why_spared(self.module, ref) is None]
+        return [ref for ref in found if ref[2] and why_spared(self.module, ref, self.namespaces) is None]
 
     def prune_base(self, recorded: Iterable[Iterable[str]], install: bool,
                    labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
@@ -243,7 +245,7 @@ class Removal:
                 obj["metadata"]["uid"] = known[0]
             elif not installer_managed(meta):
                 continue
-            if (why := why_spared(self.module, ref_of(obj))) is not None:
+            if (why := why_spared(self.module, ref_of(obj), self.namespaces)) is not None:
                 result.spared.append(f"{ident(obj)}: {why}")
                 continue
             obj["metadata"]["annotations"] = meta.get("annotations") or {}
@@ -306,7 +308,7 @@ class Removal:
                        "metadata": {"name": item.metadata.name, "namespace": item.metadata.namespace}}
                 if not applied_by_installer(item):
                     continue
-                if (why := why_spared(self.module, ref_of(obj))) is None:
+                if (why := why_spared(self.module, ref_of(obj), self.namespaces)) is None:
                     out.append(obj)
                 else:
                     result.spared.append(f"{ident(obj)}: {why}")

@@ -2,7 +2,7 @@
 
 The objects come from :mod:`installer.preview.render` (each planned module's real playbook, its ``ks_*`` tasks
 recorded). Offline, they are listed (or printed as manifests). Against the cluster, the decisions are the run's own:
-each module's objects go through the run's own decisions (installer.objects.foresight) as a dry run (``dryRun=All``,
+each module's objects go through the run's own decisions (installer.preview.foresight) as a dry run (``dryRun=All``,
 nothing written), whose change set says what the run does to each (unchanged, created, updated, adopted, recreated,
 kept); here the live object is compared with the dry-run result, field by field, without what the API server changes on
 every write. Objects in a module's recorded inventory that its run no longer renders are pruned, and an uninstall
@@ -26,13 +26,14 @@ from installer.ansible_tasks import task as task_module
 from installer.ansible_tasks._record import GENERATED, GENERATED_CA
 from installer.config.secrets import REDACTED, credential_key, hidden, redact_keys, redact_text, redact_texts
 from installer.engine.adoption import releases_to_retire
+from installer.modules import get_module
 from installer.objects.api_errors import api_reason
 from installer.objects.change_set import Foreseen
-from installer.objects.foresight import Foresight
 from installer.objects.manifests import as_applied
 from installer.objects.refs import KIND_ORDER, Obj, Ref, ident, ref_of
 from installer.objects.repair import shown
 from installer.objects.results import Change
+from installer.preview.foresight import Foresight
 from installer.preview.render import Rendered
 from installer.settings import APPLIED_ANNOTATION
 
@@ -354,7 +355,8 @@ class ClusterPlanner:
 
     # Install and upgrade.
     def _apply(self, run: Rendered, module: ModuleObjects) -> None:
-        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module))
+        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module),
+                              namespaces=get_module(run.module).namespaces)
         removed: dict[str, None] = {}
         for call in run.manifests("absent"):
             result = manifests.absent(call["objects"], self._recorded(run.module),
@@ -397,7 +399,8 @@ class ClusterPlanner:
 
     # Uninstall.
     def _uninstall(self, run: Rendered, module: ModuleObjects, purge: bool) -> None:
-        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module))
+        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module),
+                              namespaces=get_module(run.module).namespaces)
         recorded = self._recorded(run.module)
         deleted: dict[str, None] = {}
         kept: dict[str, str] = {}

@@ -14,10 +14,10 @@ from kubernetes import client
 
 from installer.engine.state import StateStore
 from installer.objects.change_set import Foreseen
-from installer.objects.foresight import Foresight
 from installer.objects.manifests import Manifests
 from installer.objects.random_secret import ensure_random_secret
 from installer.objects.refs import ref_of
+from installer.preview.foresight import Foresight
 from installer.settings import MODULE_LABEL, NAMESPACE
 
 from .conftest import Installer, playbooks_changed, stored_state

@@ -19,8 +19,8 @@ from kubernetes.dynamic import DynamicClient
 from installer.objects import manifests as manifests_module
 from installer.objects.api_errors import Rejected
 from installer.objects.change_set import Foreseen
-from installer.objects.foresight import Foresight
 from installer.objects.manifests import Manifests
+from installer.preview.foresight import Foresight
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 pytestmark = pytest.mark.cluster

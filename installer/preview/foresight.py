@@ -5,6 +5,7 @@ shown with what its write would do (a server-side dry run, ``dryRun=All``), noth
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client
@@ -27,8 +28,8 @@ class Foresight(Manifests):
     create before (CRDs' kinds, namespaces)."""
 
     def __init__(self, api: client.ApiClient, module: str, foreseen: Foreseen,
-                 facts: dict[str, list[str]] | None = None) -> None:
-        super().__init__(api, module, facts)
+                 facts: dict[str, list[str]] | None = None, namespaces: Iterable[str] | None = None) -> None:
+        super().__init__(api, module, facts, namespaces)
         self.foreseen = foreseen
 
     def _preview(self, result: ApplyResult, change: Change) -> None:
