@@ -46,8 +46,10 @@ STDLIB_SKIP = {"test", "tests", "idle_test", "idlelib", "tkinter", "turtledemo",
 #: Extension modules that are tests or need libraries left out (readline, ncurses, gdbm/bdb, nis, sqlite).
 DYNLOAD_SKIP = re.compile(r"^(_test\w*|_ctypes_test|_xxtestfuzz|xxlimited\w*|_curses\w*|_dbm|_gdbm|readline|nis"
                           r"|_sqlite3|ossaudiodev|audioop|_xxsubinterpreters)\.")
+#: In the virtualenv: its shell activation scripts, Ansible's test tooling, the packages' test suites (``tests``;
+#: a directory ``test`` may be code: Ansible's Jinja test plugins).
 VENV_SKIP = {"__pycache__", "activate", "activate.csh", "activate.fish", "Activate.ps1", "ansible-test",
-             "ansible_test", "tests", "test"}
+             "ansible_test", "tests"}
 PASSWD = ("root:x:0:0:root:/root:/usr/sbin/nologin\n"
           "kubesphere:x:1002:1002:ks-installer:/home/kubesphere:/usr/sbin/nologin\n"
           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
