@@ -98,7 +98,7 @@ def debian_packages(root: Path) -> list[dict[str, Any]]:
         fields = installed[name]
         version, arch = fields["Version"], fields["Architecture"]
         purl = f"pkg:deb/debian/{name}@{quote(version)}?arch={arch}&distro=debian-12"
-        packages.append(package_entry("deb", name, version, purl, supplier=fields.get("Maintainer"),
+        packages.append(package_entry("deb", name, version, purl, supplier="Organization: Debian",
                                       comment=f"{counts[name]} files in the image", source=fields.get("Source")))
     return packages
 
@@ -132,7 +132,7 @@ def package_entry(kind: str, name: str, version: str, purl: str | None, supplier
     entry: dict[str, Any] = {"name": name, "SPDXID": spdx_id(kind, name), "versionInfo": version,
                              "downloadLocation": "NOASSERTION", "filesAnalyzed": False}
     if supplier:
-        entry["supplier"] = f"Person: {supplier}"
+        entry["supplier"] = supplier
     if purl:
         entry["externalRefs"] = [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
                                   "referenceLocator": purl}]
