@@ -4,15 +4,16 @@
 #   hack/image.sh build [--base auto|public|local]   build (or find cached) and tag the image; prints its reference
 #   hack/image.sh push REGISTRY/NAME:TAG [ARGS...]   push the built image (ARGS go to `buildah push`, e.g. --creds)
 #   hack/image.sh ref                                the image's name (installer/version.py INSTALLER_IMAGE)
-#   hack/image.sh sbom                               the built image's SBOM (SPDX JSON, /opt/ks-installer/sbom.spdx.json)
+#   hack/image.sh sbom                               the built image's SBOM (SPDX 2.3 JSON; in the image:
+#                                                    /opt/ks-installer/sbom.spdx.json)
 #   hack/image.sh base                               make (or find) the local Debian base only
 #   hack/image.sh buildah|podman ARGS...             the tool on the image store below (hack/demo.sh up --image runs
 #                                                    the image with podman)
 #
 # --base public: the Dockerfile's default base images (debian:bookworm-slim for the build stage, a Go image that
 #   builds shell-operator).
-# --base local: no registry needed: a Debian bookworm base made with debootstrap from apt's Debian mirror, shell-operator
-#   from hack/build-tools.sh's cached binaries and the Python packages as wheels downloaded on this machine.
+# --base local: no registry needed: a Debian bookworm base made with debootstrap from apt's Debian mirror,
+#   shell-operator from hack/build-tools.sh's cache and the Python packages as wheels downloaded on this machine.
 # Either way the image's last stage starts empty and holds only what the installer runs (Dockerfile, docs/image.md).
 # --base auto (default): public when its images are stored or can be pulled, else local.
 # The result is cached by a digest of everything it is built from: a second build only tags it again.
@@ -116,8 +117,8 @@ print("\n".join([*p["project"]["dependencies"], *p["build-system"]["requires"]])
 inputs_digest() {  # base-id tools-id
   { printf '%s\n' "$@"
     find Dockerfile .dockerignore pyproject.toml hack/image.sh hack/image_rootfs.py hack/image_sbom.py \
-      hack/build-tools.sh hack/versions.env installer hooks roles -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
-      | xargs -0 sha256sum
+      hack/build-tools.sh hack/versions.env installer hooks roles -type f ! -path '*/__pycache__/*' ! -name '*.pyc' \
+      -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-32
 }
 
@@ -198,5 +199,5 @@ case ${1:-} in
       log "installing podman runc"
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null; }
     exec podman --root "$store/storage" --runroot "$store/run" --storage-driver vfs --runtime runc "$@" ;;
-  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,21p' "$0" >&2; exit 2 ;;
 esac
