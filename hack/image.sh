@@ -4,13 +4,17 @@
 #   hack/image.sh build [--base auto|public|local]   build (or find cached) and tag the image; prints its reference
 #   hack/image.sh push REGISTRY/NAME:TAG [ARGS...]   push the built image (ARGS go to `buildah push`, e.g. --creds)
 #   hack/image.sh ref                                the image's name (installer/version.py INSTALLER_IMAGE)
+#   hack/image.sh sbom                               the built image's SBOM (SPDX 2.3 JSON; in the image:
+#                                                    /opt/ks-installer/sbom.spdx.json)
 #   hack/image.sh base                               make (or find) the local Debian base only
 #   hack/image.sh buildah|podman ARGS...             the tool on the image store below (hack/demo.sh up --image runs
 #                                                    the image with podman)
 #
-# --base public: the Dockerfile's default base images (python:3.11-slim-bookworm, a Go image that builds the tools).
-# --base local: no registry needed: a Debian bookworm base made with debootstrap from apt's Debian mirror, the tools
-#   from hack/build-tools.sh's cached binaries and the Python packages as wheels downloaded on this machine.
+# --base public: the Dockerfile's default base images (debian:bookworm-slim for the build stage, a Go image that
+#   builds shell-operator).
+# --base local: no registry needed: a Debian bookworm base made with debootstrap from apt's Debian mirror,
+#   shell-operator from hack/build-tools.sh's cache and the Python packages as wheels downloaded on this machine.
+# Either way the image's last stage starts empty and holds only what the installer runs (Dockerfile, docs/image.md).
 # --base auto (default): public when its images are stored or can be pulled, else local.
 # The result is cached by a digest of everything it is built from: a second build only tags it again.
 #   KS_IMAGE_STORE  image storage and cache (default ~/.cache/ks-installer/image)
@@ -71,14 +75,14 @@ local_base() {  # prints the base image's name; makes it once
   echo "$ref"
 }
 
-# The tools stage's stand-in: the local base with hack/build-tools.sh's binaries already in /out, so the Dockerfile's
-# build-tools.sh run finds them and builds nothing.
+# The tools stage's stand-in: the local base with hack/build-tools.sh's shell-operator already in /out, so the
+# Dockerfile's build-tools.sh run finds it and builds nothing.
 local_tools() {  # base
   local bin=${KS_TOOLS_DIR:-$HOME/.cache/ks-installer/bin} files=() digest ref ctr
   # shellcheck source=versions.env
   source hack/versions.env
-  bash hack/build-tools.sh shell-operator kubectl helm
-  files=("$bin/shell-operator-$SHELL_OPERATOR_VERSION" "$bin/kubectl-$KUBERNETES_VERSION" "$bin/helm-$HELM_VERSION")
+  bash hack/build-tools.sh shell-operator
+  files=("$bin/shell-operator-$SHELL_OPERATOR_VERSION")
   digest=$( (echo "$1"; sha256sum "${files[@]}" | cut -d' ' -f1) | sha256sum | cut -c1-16)
   ref=localhost/ks-installer-tools:$digest
   if ! has_image "$ref"; then
@@ -112,14 +116,30 @@ print("\n".join([*p["project"]["dependencies"], *p["build-system"]["requires"]])
 # Digest of everything the image is built from: the files the Dockerfile copies, this script and the bases.
 inputs_digest() {  # base-id tools-id
   { printf '%s\n' "$@"
-    find Dockerfile .dockerignore pyproject.toml hack/image.sh hack/build-tools.sh hack/versions.env installer hooks \
-      roles playbooks -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z \
-      | xargs -0 sha256sum
+    find Dockerfile .dockerignore pyproject.toml hack/image.sh hack/image_rootfs.py hack/image_sbom.py \
+      hack/build-tools.sh hack/versions.env installer hooks roles playbooks -type f ! -path '*/__pycache__/*' \
+      ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
   } | sha256sum | cut -c1-32
 }
 
+# The image's size as `buildah images` shows it (its layers unpacked, e.g. "180 MB").
+image_size() {  # image
+  "${bah[@]}" images --format '{{.Size}}' "$1" | head -n1
+}
+
+SBOM=/opt/ks-installer/sbom.spdx.json
+
+# The built image's SBOM, read from its filesystem.
+sbom() {
+  local ctr mnt
+  ctr=$("${bah[@]}" from --pull-never --name "ks-sbom-$$" "localhost/$(image_name)")
+  mnt=$("${bah[@]}" mount "$ctr")
+  cat "$mnt$SBOM" || { "${bah[@]}" rm "$ctr" >/dev/null; exit 1; }
+  "${bah[@]}" rm "$ctr" >/dev/null
+}
+
 build() {
-  local mode=auto python_image=docker.io/library/python:3.11-slim-bookworm go_image=docker.io/library/golang:1.26-bookworm
+  local mode=auto debian_image=docker.io/library/debian:bookworm-slim go_image=docker.io/library/golang:1.26-bookworm
   local args=() volumes=() image digest stamp start=$SECONDS id
   [ "${1:-}" = --base ] && { mode=$2; shift 2; }
   case $mode in auto|public|local) ;; *) log "--base auto|public|local"; exit 2 ;; esac
@@ -127,29 +147,29 @@ build() {
   image=$(image_name)
   if [ "$mode" = auto ]; then
     mode=local
-    if { has_image "$python_image" || timeout 60 "${bah[@]}" pull -q "$python_image" >/dev/null 2>&1; } \
+    if { has_image "$debian_image" || timeout 60 "${bah[@]}" pull -q "$debian_image" >/dev/null 2>&1; } \
       && { has_image "$go_image" || timeout 120 "${bah[@]}" pull -q "$go_image" >/dev/null 2>&1; }; then
       mode=public
     fi
   fi
   if [ "$mode" = local ]; then
-    python_image=$(local_base)
-    go_image=$(local_tools "$python_image")
+    debian_image=$(local_base)
+    go_image=$(local_tools "$debian_image")
     local wheels
     wheels=$(local_wheels)
     args+=(--pull-never --build-arg "PIP_INSTALL_OPTS=--no-index --find-links=/wheels")
     volumes+=(--volume "$wheels:/wheels:ro")
   fi
-  digest=$(inputs_digest "$mode" "$("${bah[@]}" inspect --type image -f '{{.FromImageID}}' "$python_image" 2>/dev/null)" \
+  digest=$(inputs_digest "$mode" "$("${bah[@]}" inspect --type image -f '{{.FromImageID}}' "$debian_image" 2>/dev/null)" \
     "$("${bah[@]}" inspect --type image -f '{{.FromImageID}}' "$go_image" 2>/dev/null)")
   stamp=$store/built/$digest
   if [ -f "$stamp" ] && id=$(cat "$stamp") && has_image "$id"; then
     "${bah[@]}" tag "$id" "$image"
     log "cached: $image (inputs $digest, $((SECONDS - start))s)"
   else
-    log "building $image with $mode bases ($python_image, $go_image)"
+    log "building $image with $mode bases ($debian_image, $go_image)"
     "${bah[@]}" bud --isolation chroot --layers=false --format oci "${args[@]}" "${volumes[@]}" \
-      --build-arg "PYTHON_IMAGE=$python_image" --build-arg "GO_IMAGE=$go_image" \
+      --build-arg "DEBIAN_IMAGE=$debian_image" --build-arg "GO_IMAGE=$go_image" \
       --label "io.ks-installer.inputs=$digest" -t "$image" -f Dockerfile . >"$store/build.log" 2>&1 \
       || { tail -n 40 "$store/build.log" >&2; log "build failed: $store/build.log"; exit 1; }
     id=$("${bah[@]}" inspect --type image -f '{{.FromImageID}}' "$image")
@@ -157,7 +177,8 @@ build() {
     echo "$id" >"$stamp"
     log "built $image in $((SECONDS - start))s (log: $store/build.log)"
   fi
-  log "size: $("${bah[@]}" images --format '{{.Size}}' "$image" | head -n1)"
+  log "size: $(image_size "$image") (goal: at most 250 MB)"
+  log "SBOM: $SBOM in the image (hack/image.sh sbom prints it)"
   echo "localhost/$image"
 }
 
@@ -169,6 +190,7 @@ case ${1:-} in
     "${bah[@]}" push "${@:3}" "localhost/$(image_name)" "docker://$2"
     log "pushed $2: set image.repository/image.tag (chart) or the Deployment's image (manifest) to it" ;;
   base) ensure_buildah; local_base ;;
+  sbom) ensure_buildah; sbom ;;
   ref) image_name ;;
   buildah) shift; exec "${bah[@]}" "$@" ;;
   podman)  # runc: crun refuses this machine's hybrid cgroup hierarchy
@@ -177,5 +199,5 @@ case ${1:-} in
       log "installing podman runc"
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc >/dev/null; }
     exec podman --root "$store/storage" --runroot "$store/run" --storage-driver vfs --runtime runc "$@" ;;
-  *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,21p' "$0" >&2; exit 2 ;;
 esac

@@ -15,7 +15,6 @@ ConfigMaps, Secrets (key names), RBAC roles, PrometheusRules and webhook configu
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import subprocess
 import tempfile
@@ -28,8 +27,8 @@ from typing import Any
 
 import pytest
 import yaml
+from all_on import ALL_ON, spec
 from cluster_objects import applied_objects, delete_webhooks
-from installer_state import DEFAULT_CC
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -53,33 +52,8 @@ EXPECTATIONS: dict[str, Any] = yaml.safe_load((PARITY / "expectations.yaml").rea
 GAPS: dict[str, dict[str, str]] = EXPECTATIONS["gaps"]
 EXTRAS: dict[str, dict[str, str]] = EXPECTATIONS["extras"]
 
-# Every module and every additive variant on, servicemesh included (etcd monitoring without TLS: no client
-# certificates needed).
-ALL_ON: dict[str, Any] = {
-    "common": {"redis": {"enabled": True}, "openldap": {"enabled": True},
-               "opensearch": {"enabled": True, "dashboard": {"enabled": True}}},
-    "etcd": {"monitoring": True, "endpointIps": "192.168.0.11", "tlsEnable": False},
-    "monitoring": {"gpu": {"nvidia_dcgm_exporter": {"enabled": True}}, "grafana": {"enabled": True}},
-    "metrics_server": {"enabled": True},
-    "alerting": {"enabled": True}, "auditing": {"enabled": True}, "devops": {"enabled": True},
-    "events": {"enabled": True}, "logging": {"enabled": True}, "servicemesh": {"enabled": True},
-    "gatekeeper": {"enabled": True}, "openpitrix": {"store": {"enabled": True}},
-    "network": {"topology": {"type": "weave-scope"}},
-    "multicluster": {"clusterRole": "host"},
-    "edgeruntime": {"enabled": True, "kubeedge": {"enabled": True, "cloudCore": {"cloudHub": {
-        "advertiseAddress": ["192.168.0.20"]}}}},
-    "telemetry_enabled": True,
-}
 # Variants that replace a module's objects, in a second reconcile.
 REPLACING: dict[str, Any] = {"common": {"redis": {"enableHA": True}, "es": {"enabled": True}}}
-
-
-def spec(*patches: dict[str, Any]) -> dict[str, Any]:
-    """The default cc's spec with ``patches`` deep-merged in order."""
-    out = copy.deepcopy(DEFAULT_CC["spec"])
-    for patch in patches:
-        merge(out, copy.deepcopy(patch))
-    return out
 
 
 # The spec each group's reconcile applies, in one change.

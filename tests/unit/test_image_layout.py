@@ -18,10 +18,12 @@ DOCKERFILE = (REPO / "Dockerfile").read_text()
 
 
 def _copies() -> dict[str, str]:
-    """``COPY src dest`` lines of the final stage (sources relative to the repo)."""
+    """Where the image has what ``COPY src dest`` lines copy from the repo (sources relative to it): the final
+    stage's own, and the build stage's into /rootfs, the tree the final stage is made of."""
     final = DOCKERFILE.split("\nFROM ")[-1]
-    pairs = re.findall(r"^COPY (?!--from)(\S+) (\S+)$", final, re.M)
-    return {src.rstrip("/"): dest for src, dest in pairs}
+    assert final.startswith("scratch\n") and "\nCOPY --from=build /rootfs/ /\n" in final
+    pairs = re.findall(r"^COPY (?!--from)(\S+) (/rootfs)?(\S+)$", DOCKERFILE, re.M)
+    return {src.rstrip("/"): dest for src, rootfs, dest in pairs if rootfs or final.count(f"COPY {src} ")}
 
 
 def _env() -> dict[str, str]:
@@ -60,8 +62,11 @@ def test_image_runs_shell_operator_as_non_root_with_pinned_tools() -> None:
                      r'"/shell-operator"\]$', DOCKERFILE, re.M)
     assert re.search(r'^CMD \["start"\]$', DOCKERFILE, re.M)
     assert re.search(r"^USER 1002$", DOCKERFILE, re.M)
-    assert "hack/build-tools.sh shell-operator kubectl helm" in DOCKERFILE
+    # shell-operator only: the installer runs no kubectl or helm
+    assert "hack/build-tools.sh shell-operator \\\n" in DOCKERFILE
     assert re.search(r"apt-get install .*\bjq\b", DOCKERFILE)
+    # no RUN in the final stage: it has no shell to run one
+    assert "\nRUN " not in DOCKERFILE.split("\nFROM ")[-1]
 
 
 def test_deployment_matches_image_and_upstream_contracts() -> None:
