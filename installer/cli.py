@@ -32,7 +32,7 @@ from kubernetes.client.exceptions import ApiException
 
 from installer import hooklog
 from installer.config import Prepared, prepare, redact
-from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, depth_error, format_errors, format_path
+from installer.config.validate import MAX_NODES, PARSE_DEPTH, SpecError, format_errors, format_path
 from installer.engine import timeline
 from installer.engine.fingerprint import files_digest
 from installer.engine.lease import LeaseHeld
@@ -49,6 +49,7 @@ from installer.objects.api_errors import api_reason
 from installer.objects.cluster import ClusterConfigurations
 from installer.objects.images import catalogue, spec_refs
 from installer.objects.kube import ApiUnavailable, api_client
+from installer.spec_structure import depth_error
 from installer.version import INSTALLER_IMAGE
 
 

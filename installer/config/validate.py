@@ -11,50 +11,37 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from installer.config.accepted_specs import accepted_before, remember
 from installer.config.secrets import is_credential, is_secret
 from installer.config.spec_schema import schema
-from installer.json_bounded import MAX_DEPTH
 from installer.json_bounded import PARSE_DEPTH as PARSE_DEPTH  # read from here by the engine, the cli and tests
 from installer.json_bounded import loads_json as loads_json
+from installer.spec_structure import (
+    MAX_KEY_SHOWN,
+    MAX_NODES,
+    MAX_STRING,
+    SpecError,
+    format_path,
+    quoted_key,
+    structure_errors,
+    type_name,
+)
+
+# Read from here by the engine, the cli and tests.
+__all__ = ["MAX_NODES", "MAX_STRING", "PARSE_DEPTH", "SpecError", "format_path", "loads_json", "structure_errors"]
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
 
 JINJA_DELIMITERS = ("{{", "{%", "{#")
-_SIMPLE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _MAX_SHOWN = 60
-_MAX_KEY_SHOWN = 64
 
 
-MAX_PATH_SHOWN = 200
-MAX_MESSAGE_SHOWN = 400
 MAX_ERRORS = 50
 """Errors a refusal lists (then how many more): what is printed, logged and written to status stays small."""
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass(frozen=True)
-class SpecError:
-    """One problem in the spec: ``path`` is dotted (``common.gpu.kinds[0].resourceName``). Both are cut to a bounded
-    length (a 4 MB key is named by its first characters)."""
-
-    path: str
-    message: str
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", _cut(self.path, MAX_PATH_SHOWN))
-        object.__setattr__(self, "message", _cut(self.message, MAX_MESSAGE_SHOWN))
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
 
 
 def format_errors(errors: Iterable[SpecError]) -> str:
@@ -87,54 +74,6 @@ def _is_number(_: Any, instance: Any) -> bool:
     return isinstance(instance, int | float) and not isinstance(instance, bool) and math.isfinite(instance)
 
 
-#: Bounds on what the installer accepts at all, checked before anything else walks the spec (MAX_DEPTH and
-#: PARSE_DEPTH: installer.json_bounded).
-MAX_NODES = 20_000
-MAX_STRING = 8_192
-_SHOWN_PARTS = 8
-
-
-def depth_error(parts: list[Any]) -> SpecError:
-    """The error for a value nested deeper than MAX_DEPTH at ``parts``, its path cut after a few levels."""
-    shown = format_path(parts[:_SHOWN_PARTS]) + ("..." if len(parts) > _SHOWN_PARTS else "")
-    return SpecError(shown or "spec", f"is nested deeper than {MAX_DEPTH} levels")
-
-
-def structure_errors(spec: Any) -> list[SpecError]:
-    """Nesting deeper than MAX_DEPTH, more than MAX_NODES values, strings longer than MAX_STRING, keys that are
-    not strings, and values that are not JSON (sets, dates): one error each, found without recursion (a spec
-    nested a thousand deep, or a YAML alias bomb, must not exhaust the stack or the memory)."""
-    errors: list[SpecError] = []
-    stack: list[tuple[Any, list[Any]]] = [(spec, [])]
-    seen = 0
-    while stack and len(errors) < 20:
-        node, parts = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            return [SpecError("spec", f"is too large: more than {MAX_NODES} values")]
-        if len(parts) > MAX_DEPTH:
-            errors.append(depth_error(parts))
-            continue
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if not isinstance(key, str):
-                    errors.append(SpecError(format_path([*parts, str(key)]),
-                                            f"field names must be strings; got {_type_name(key)}"))
-                elif len(key) > MAX_STRING:
-                    errors.append(SpecError(format_path([*parts, key]), f"is too long a field name: {len(key)} "
-                                            f"characters (at most {MAX_STRING})"))
-                else:
-                    stack.append((value, [*parts, key]))
-        elif isinstance(node, list):
-            stack += [(item, [*parts, i]) for i, item in enumerate(node)]
-        elif isinstance(node, str) and len(node) > MAX_STRING:
-            errors.append(SpecError(format_path(parts) or "spec", f"is too long: {len(node)} characters "
-                                    f"(at most {MAX_STRING})"))
-        elif not isinstance(node, str | int | float | bool | type(None)):
-            errors.append(SpecError(format_path(parts) or "spec", f"must be JSON data; got {_type_name(node)}"))
-    return sorted(set(errors), key=lambda e: e.path)
-
-
 @cache
 def _validator() -> Any:
     """jsonschema's validator of the schema, with this module's rules (imported only when a spec has errors)."""
@@ -142,25 +81,6 @@ def _validator() -> Any:
 
     types = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": _is_integer, "number": _is_number})
     return validators.extend(Draft202012Validator, {"pattern": _full_pattern}, type_checker=types)(schema())
-
-
-def format_path(parts: Iterable[Any]) -> str:
-    """``["common", "gpu", "kinds", 0, "resourceName"]`` -> ``common.gpu.kinds[0].resourceName``."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif isinstance(part, str) and _SIMPLE_KEY.match(part) and len(part) <= _MAX_KEY_SHOWN:
-            out += f".{part}" if out else part
-        else:
-            out += f"[{_quoted_key(part)}]"
-    return out
-
-
-def _quoted_key(key: Any) -> str:
-    """A key as JSON, cut after _MAX_KEY_SHOWN characters."""
-    text = str(key)
-    return json.dumps(text if len(text) <= _MAX_KEY_SHOWN else text[:_MAX_KEY_SHOWN] + "...")
 
 
 def _shown(value: Any, path: str) -> str | None:
@@ -178,13 +98,8 @@ def _got(value: Any, path: str, with_type: bool) -> str:
     shown = _shown(value, path)
     if shown is None:
         hidden = is_credential(path)  # a section holding credentials is not one: its value is just not shown
-        return f"; got {_type_name(value)}" + (" (value hidden: secret field)" if hidden else "")
-    return f"; got {_type_name(value)} {shown}" if with_type else f"; got {shown}"
-
-
-def _type_name(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
-            dict: "object", list: "list"}.get(type(value), type(value).__name__)
+        return f"; got {type_name(value)}" + (" (value hidden: secret field)" if hidden else "")
+    return f"; got {type_name(value)} {shown}" if with_type else f"; got {shown}"
 
 
 def _choices(values: Iterable[Any]) -> str:
@@ -200,12 +115,12 @@ def _unknown_fields(err: ValidationError, path: list[Any]) -> Iterator[SpecError
         if key in known:
             continue
         where = format_path([*path, key])
-        close = difflib.get_close_matches(str(key)[:_MAX_KEY_SHOWN].lower(), list(by_lower), n=1, cutoff=0.6)
+        close = difflib.get_close_matches(str(key)[:MAX_KEY_SHOWN].lower(), list(by_lower), n=1, cutoff=0.6)
         hint = f'; did you mean "{by_lower[close[0]]}"?' if close else ""
         if not hint and len(known) <= 12:
             hint = f"; known fields: {', '.join(known)}"
         section = f" in {format_path(path)}" if path else ""
-        yield SpecError(where, f"unknown field {_quoted_key(key)}{section}{hint}")
+        yield SpecError(where, f"unknown field {quoted_key(key)}{section}{hint}")
 
 
 def _message(err: ValidationError, path: str) -> str:
@@ -269,7 +184,7 @@ def _jinja_errors(node: Any, parts: list[Any]) -> Iterator[SpecError]:
 def validate(spec: dict[str, Any]) -> list[SpecError]:
     """Every problem in ``spec``, sorted by path. An empty list means valid."""
     if not isinstance(spec, dict):
-        return [SpecError("spec", f"must be an object (mapping); got {_type_name(spec)}")]
+        return [SpecError("spec", f"must be an object (mapping); got {type_name(spec)}")]
     by_path = {e.path: e for e in _jinja_errors(spec, [])}
     for err in (*_schema_errors(spec), *_rule_errors(spec)):
         by_path.setdefault(err.path, err)  # one error per field: Jinja first, then the first schema error

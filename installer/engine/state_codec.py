@@ -8,8 +8,9 @@ import hashlib
 import json
 from typing import Any
 
-from installer.config.validate import loads_json, structure_errors
 from installer.engine.records import Record
+from installer.json_bounded import loads_json
+from installer.spec_structure import structure_errors
 from installer.version import INSTALLER_VERSION
 
 SPEC_KEY = "_spec"

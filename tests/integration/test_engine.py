@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from installer.config.validate import MAX_DEPTH
+from installer.json_bounded import MAX_DEPTH
 
 from .conftest import REPO, Installer, kill_tree, playbooks_changed, stored_state
 

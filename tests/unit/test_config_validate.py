@@ -10,7 +10,8 @@ import pytest
 from installer_state import DEFAULT_CC
 
 from installer.config import SpecError, apply_defaults, default_spec, prepare
-from installer.config.validate import MAX_DEPTH, format_errors, format_path, schema, validate, validate_transition
+from installer.config.validate import format_errors, format_path, schema, validate, validate_transition
+from installer.json_bounded import MAX_DEPTH
 from installer.spec import under
 
 HOSTILE = "; rm -rf /"

@@ -206,7 +206,7 @@ SHARED = {"__init__.py", "escape.py", "log_store.py", "s3_store.py", "settings.p
           "launch/__init__.py", "launch/ansible_private.py", "launch/kubernetes_private.py"}
 # telemetry's task reads the cc as the engine does (its report describes the spec): the config package (with the
 # data files and bounded JSON it reads through) and the module registry too.
-TELEMETRY_ALSO = ("config", "modules.py", "data_files.py", "json_bounded.py")
+TELEMETRY_ALSO = ("config", "modules.py", "data_files.py", "json_bounded.py", "spec_structure.py")
 
 
 def test_the_ansible_side_is_a_folder_and_imports_only_what_it_runs() -> None:

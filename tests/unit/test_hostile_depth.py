@@ -17,8 +17,8 @@ from installer_state import DEFAULT_CC
 from kubernetes import client
 
 from installer.config import prepare
-from installer.config.validate import MAX_DEPTH, PARSE_DEPTH, loads_json
 from installer.hook import read_binding_context
+from installer.json_bounded import MAX_DEPTH, PARSE_DEPTH, loads_json
 from installer.objects.cluster import ClusterConfigurations
 
 REPO = Path(__file__).resolve().parents[2]

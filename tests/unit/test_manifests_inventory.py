@@ -12,6 +12,7 @@ import pytest
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from installer.engine.runner import MODULE_FILE, killed_runs
+from installer.modules import get_module
 from installer.objects.manifests import Manifests
 from installer.objects.refs import Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
 from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL
@@ -26,6 +27,7 @@ def _manifests(served: dict[tuple[str, str], list[Any]]) -> tuple[Manifests, lis
     deleted: list[str] = []
     m = Manifests.__new__(Manifests)
     m.module = "monitoring"
+    m.namespaces = frozenset(get_module("monitoring").namespaces)  # as its run gets them
 
     def resource(api_version: str, kind: str) -> Any:
         if (api_version, kind) not in served:
@@ -103,6 +105,7 @@ class Cluster:
         self.waits: list[list[str]] = []
         self.m = Manifests.__new__(Manifests)
         self.m.module = MODULE
+        self.m.namespaces = frozenset(get_module(MODULE).namespaces)  # as its run gets them
         self.m._resource = lambda api_version, kind: kind  # type: ignore[method-assign]
         self.m._get = self._get  # type: ignore[method-assign]
         self.m._delete = self._delete  # type: ignore[method-assign]
@@ -242,6 +245,7 @@ def test_create_only_applies_what_is_missing_and_keeps_the_module_s_others_in_it
     live = {"ours": {MODULE_LABEL: MODULE}, "users": {}}
     m = Manifests.__new__(Manifests)
     m.module = MODULE
+    m.namespaces = frozenset(get_module(MODULE).namespaces)
     m._resource = lambda api_version, kind: kind  # type: ignore[method-assign]
     m._get = lambda res, obj: None if obj["metadata"]["name"] not in live else SimpleNamespace(  # type: ignore
         metadata=SimpleNamespace(labels=live[obj["metadata"]["name"]]))
