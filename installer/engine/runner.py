@@ -37,7 +37,7 @@ from installer.objects.api_errors import api_reason
 from installer.objects.inventory import INVENTORY_ENV, RECORDED_ENV, object_key, read_facts, read_inventory, read_notes
 from installer.objects.manifests import Manifests
 from installer.objects.ownership import NAMESPACES_ENV
-from installer.objects.refs import Ref, stale_refs
+from installer.objects.refs import Ref
 from installer.objects.removal import PURGE_ENV
 from installer.settings import NAMESPACE
 from installer.version import INSTALLER_VERSION
@@ -382,10 +382,10 @@ class PlaybookRunner:
         kept."""
         manifests = Manifests(self.api, module, facts={k: list(v) for k, v in facts.items()},
                               namespaces=get_module(module).namespaces)
-        base = manifests.prune_base(recorded, install, self._labelled_objects(manifests) if install else None)
-        if not stale_refs(base, inventory):
+        labelled = self._labelled_objects(manifests) if install else None
+        pruned = manifests.prune_run(recorded, inventory, install, labelled)
+        if pruned is None:
             return inventory
-        pruned = manifests.prune_inventory(base, inventory)
         for spared in dict.fromkeys(pruned.spared):
             log.warning("[%s] not deleted although it carries the module's label: %s", module, spared)
         if pruned.deleted:

@@ -207,6 +207,16 @@ class Removal:
             base += [r for r in self.labelled_refs(labelled) if group_key(r) not in known]
         return base  # type: ignore[return-value]
 
+    def prune_run(self, recorded: Iterable[Iterable[str]], current: Iterable[Iterable[str]], install: bool,
+                  labelled: dict[str, list[Ref]] | None = None) -> ApplyResult | None:
+        """The prune after a module's successful run (a preview's: what it would delete): what the recorded inventory
+        (for an install, with the module's labelled objects: :meth:`prune_base`) has and the run's inventory
+        (``current``) lacks, through the deletion policy (:meth:`prune_inventory`); None when it lacks nothing."""
+        base = self.prune_base(recorded, install, labelled)
+        if not stale_refs(base, current):
+            return None
+        return self.prune_inventory(base, current)
+
     def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int,
                        tenants: Iterable[str]) -> None:
         """Delete ``owned`` through the deletion policy, the apply stages backwards, each gone before the next."""

@@ -389,9 +389,9 @@ class ClusterPlanner:
             return
         if install and self._labelled is None:
             self._labelled = manifests.labelled()
-        base = manifests.prune_base(recorded or [], install, self._labelled)
         current = [ref_of(o) for o in run.objects()] + generated_refs(run)
-        for change in manifests.prune_inventory(base, current).changes:
+        pruned = manifests.prune_run(recorded or [], current, install, self._labelled)
+        for change in pruned.changes if pruned is not None else ():
             if change.ref in shown:
                 continue  # deleted by a removal of the run, shown as such
             module.add(change.ref, change.action, note="no longer rendered (pruned)" if change.action == "delete"
