@@ -68,6 +68,14 @@ class Rootfs:
     def dest(self, path: str) -> Path:
         return self.root / path.lstrip("/")
 
+    @staticmethod
+    def link(src: str, dest: Path) -> str:
+        """Make ``dest`` the symlink ``src`` is (unless there); the path it points at."""
+        target = os.readlink(src)
+        if not os.path.lexists(dest):
+            os.symlink(target, dest)
+        return os.path.normpath(os.path.join(os.path.dirname(src), target))
+
     def directory(self, path: str) -> str:
         """Make ``path``'s directories in the rootfs, symlinked ones as symlinks; its real path here."""
         if path == "/":
@@ -76,10 +84,7 @@ class Rootfs:
         src = os.path.join(self.directory(parent), name)
         dest = self.dest(src)
         if os.path.islink(src):
-            target = os.readlink(src)
-            if not os.path.lexists(dest):
-                os.symlink(target, dest)
-            return self.directory(os.path.normpath(os.path.join(os.path.dirname(src), target)))
+            return self.directory(self.link(src, dest))
         if not dest.exists():
             dest.mkdir(mode=0o755)
         return src
@@ -93,10 +98,7 @@ class Rootfs:
         src = os.path.join(self.directory(parent), name)
         dest = self.dest(src)
         if os.path.islink(src):
-            target = os.readlink(src)
-            if not os.path.lexists(dest):
-                os.symlink(target, dest)
-            self.add(os.path.normpath(os.path.join(os.path.dirname(src), target)))
+            self.add(self.link(src, dest))
         elif os.path.isdir(src):
             self.directory(src)
         else:

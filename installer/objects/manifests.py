@@ -214,15 +214,6 @@ class Manifests(Planning, Repairs, Removal):
             raise Rejected(f"{d.ref} is being deleted and is still there after {TERMINATING_TIMEOUT}s (finalizers: "
                            f"{finalizers}); it is applied again once it is gone") from exc
 
-    def _apply_or_replace(self, res: Any, obj: Obj, body: Obj, result: ApplyResult) -> Obj:
-        """Server-side apply ``body``; one refused only because fields cannot change is :meth:`_replace`'s."""
-        try:
-            return self._server_side_apply(res, body)
-        except ApiException as exc:
-            if exc.status != 422:
-                raise
-            return self._replace(res, obj, body, exc, result)
-
     def create_missing(self, objects: list[Obj]) -> ApplyResult:
         """Apply those of ``objects`` that do not exist; leave the others as they are (what was changed in them
         since stays). Those of them that are this module's (its label) stay in the run's inventory, so no prune

@@ -150,6 +150,10 @@ class Repairs:
         :meth:`_replace`'s."""
         take_over(res, meta, obj["apiVersion"])
         result.adopted.append(ident(obj))
+        return self._apply_or_replace(res, obj, body, result)
+
+    def _apply_or_replace(self, res: Any, obj: Obj, body: Obj, result: ApplyResult) -> Obj:
+        """Server-side apply ``body``; one refused only because fields cannot change is :meth:`_replace`'s."""
         try:
             return self._server_side_apply(res, body)
         except ApiException as exc:
