@@ -21,6 +21,7 @@ DEFAULT_MODULES = ["ks-config", "ks-core", "monitoring", "preinstall"]
 WITH_OBJECTS = ["ks-config", "ks-core", "monitoring", "preinstall"]
 
 
+@pytest.mark.versions
 def test_first_reconcile_installs_default_modules_and_reports_ready(installer: Installer, tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.json"
     installer.env["METRICS_PATH"] = str(metrics)
