@@ -7,6 +7,8 @@
 #                                binaries and then beside the cluster tests and those that need a built CLI
 #                                (marker `tools`); prints the build's and each phase's time
 #   hack/test.sh ARGS...         pytest ARGS (after the build), e.g. hack/test.sh tests/unit -q
+#   KS_TEST_VERSIONS="v1.21.14 ..."  with the whole suite: also build those control planes (beside the niced tests)
+#                                and, after the suite, run the tests marked `versions` at each (hack/matrix.sh)
 #
 # Every run prints the 15 slowest tests and the 10 that used the most CPU (KS_BUDGET_SHOWN for more); a test over
 # its budget (KS_TEST_CEILING CPU seconds, or that many wall seconds times the machine's measured slowdown) fails
@@ -55,6 +57,10 @@ if [ "${KS_IMAGE_BASE:-local}" = local ]; then
 fi
 build_rc=0
 bash hack/build-tools.sh >"$build_log" 2>&1 || build_rc=$?
+# The control planes of KS_TEST_VERSIONS (each cached once built), while the niced tests still have the cores.
+for version in ${KS_TEST_VERSIONS:-}; do
+  [ "$build_rc" -ne 0 ] || bash hack/build-tools.sh --kubernetes "$version" cluster >>"$build_log" 2>&1 || build_rc=$?
+done
 if [ -n "$base_pid" ] && ! wait "$base_pid"; then
   cat "$base_log" >&2
   echo "[test] making the image's local base failed (hack/image.sh base)" >&2
@@ -76,10 +82,19 @@ wait "$unit_pid" || true
 read -r unit_rc unit_time <"$unit_log.done" || { unit_rc=1; unit_time=$((SECONDS - build_start)); }
 echo "[test] the tests that need no cluster (run beside the build and the cluster tests):" >&2
 cat "$unit_log"
+versions_rc=0 versions_time=0
+if [ -n "${KS_TEST_VERSIONS:-}" ]; then
+  versions_start=$SECONDS
+  # shellcheck disable=SC2086  # a list of versions
+  bash hack/matrix.sh $KS_TEST_VERSIONS -- -q || versions_rc=$?
+  versions_time=$((SECONDS - versions_start))
+fi
 echo "[test] build ${build_time}s; the tests that need no cluster ${unit_time}s from the start of the build;" \
-  "cluster and tools tests ${cluster_time}s; total $((SECONDS - start))s (setup and lint $((build_start - start))s)" >&2
+  "cluster and tools tests ${cluster_time}s;${KS_TEST_VERSIONS:+ the versions matrix ($KS_TEST_VERSIONS) ${versions_time}s;}" \
+  "total $((SECONDS - start))s (setup and lint $((build_start - start))s)" >&2
 if [ "$unit_rc" -ne 0 ]; then
   echo "[test] the tests that need no cluster failed (exit $unit_rc; see above)" >&2
   exit "$unit_rc"
 fi
+[ "$cluster_rc" -ne 0 ] || exit "$versions_rc"
 exit "$cluster_rc"

@@ -11,6 +11,7 @@ generated string. ``hack/v341_cluster.py`` applies the filled objects as upstrea
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import re
 import secrets
@@ -18,6 +19,8 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from installer.objects.certs import RENEW_BEFORE, generate
 from installer.objects.core_secret import ADMIN_CLAIMS, jwt_hs256
@@ -153,6 +156,70 @@ def load(profile: str = "default", tag: str = "v3.4.1") -> Fixture:
         assert not objects, f"{module}: more objects than its manifest lists"
         modules[module] = steps
     return Fixture(manifest, modules)
+
+
+#: The objects upstream made differently by Kubernetes version (hack/upstream_render.py --versions).
+VERSIONS_FILE = REPO / "tests" / "parity" / "versions.json"
+
+
+def at_version(fixture: Fixture, kubernetes: str, tag: str = "v3.4.1") -> Fixture:
+    """``fixture`` (rendered at the pinned Kubernetes) as ``tag`` made it on a cluster of ``kubernetes``: each object
+    ``VERSIONS_FILE`` lists gets that version's apiVersion and values, or is left out where that version made none
+    (one it made only there, with no counterpart here, stays missing). Unchanged for another tag or a version the file
+    has not rendered."""
+    facts = json.loads(VERSIONS_FILE.read_text())
+    if tag != facts["tag"] or kubernetes not in facts["versions"] or kubernetes == fixture.manifest["kubernetes"]:
+        return fixture
+    for module, steps in fixture.modules.items():
+        for step in steps:
+            kept: list[tuple[Obj, str]] = []
+            for obj, key in zip(step.objects, step.idents, strict=True):
+                entry = facts["objects"].get(f"{module}|{key}")
+                if entry is None:
+                    kept.append((obj, key))
+                elif entry[kubernetes] is not None:
+                    changed = {**copy.deepcopy(obj), "apiVersion": entry[kubernetes]["apiVersion"]}
+                    for path, value in entry[kubernetes]["values"].items():
+                        set_leaf(changed, path.strip("/").split("/"), value)
+                    kept.append((changed, key))
+            step.objects = [o for o, _ in kept]
+            if step.recorded:
+                step.recorded = [k for _, k in kept]
+    return fixture
+
+
+def set_leaf(node: Any, path: list[str], value: Any) -> None:
+    """Set ``path`` (as hack/upstream_render.leaves names it: a list item by its ``name``, a ConfigMap's YAML text
+    parsed) to ``value``; ``None`` removes it (a list item whole), and a container left empty goes with it."""
+    step, rest = path[0], path[1:]
+    if isinstance(node, list):
+        index = next(i for i, item in enumerate(node) if item.get("name") == step)
+        if value is None:
+            del node[index]
+        else:
+            set_leaf(node[index], rest, value)
+        return
+    if not rest:
+        if value is None:
+            node.pop(step, None)
+        else:
+            node[step] = value
+        return
+    child = node.get(step)
+    if isinstance(child, str):  # YAML text (a ConfigMap's data key)
+        parsed = yaml.safe_load(child)
+        changed = copy.deepcopy(parsed)
+        set_leaf(changed, rest, value)
+        if changed != parsed:  # the text as it was where the value is the same
+            node[step] = yaml.safe_dump(changed, sort_keys=False)
+        return
+    if child is None:
+        if value is None:
+            return
+        child = node[step] = {}
+    set_leaf(child, rest, value)
+    if child in ({}, []):
+        del node[step]
 
 
 def random_letters(length: int) -> str:

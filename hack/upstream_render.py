@@ -34,6 +34,8 @@ differ, :func:`chart`; its pluggable cc has no ``common.opensearch``, :data:`TAG
     hack/upstream_render.py                 render and write the committed files
     hack/upstream_render.py --tag v3.3.2    only that tag's profiles
     hack/upstream_render.py --check         render and diff against the committed files (exit 1 on a difference)
+    hack/upstream_render.py --versions      v3.4.1's objects that differ by Kubernetes version (:data:`VERSIONS`), per
+                                            version, into tests/parity/versions.json (with --check: diff only)
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ from upstream_fixture import CLUSTER_KINDS, TAGS, Step, fixtures_dir, ident
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/kubesphere+ks-installer/repo")
 KUBE_VERSION = "v1.34.4"
-#: What a real cluster with the monitoring module's CRDs advertises (charts check some with .Capabilities).
+#: What a real cluster with the monitoring module's CRDs advertises (charts check some with .Capabilities): the same
+#: on every version from v1.21 on (batch/v1 CronJob and policy/v1 PodDisruptionBudget are served from v1.21).
 API_VERSIONS = ("monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor",
                 "monitoring.coreos.com/v1/PrometheusRule", "batch/v1/CronJob", "policy/v1/PodDisruptionBudget",
                 "admissionregistration.k8s.io/v1", "apiextensions.k8s.io/v1")
@@ -70,6 +73,8 @@ PATHS = ("roles/kubesphere-defaults", "roles/download", "roles/common", "roles/k
          "roles/preinstall", "roles/ks-events", "roles/ks-auditing", "roles/ks-logging", "roles/ks-devops",
          "roles/gatekeeper", "roles/ks-multicluster", "roles/ks-istio/files/jaeger", "roles/ks-istio/files/kiali",
          "roles/ks-istio/templates", "roles/edgeruntime", "deploy/cluster-configuration.yaml")
+#: The roles whose tasks set ``ks_kubectl_tag`` from ``ks_kubectl_versions`` by the cluster's version.
+KUBECTL_TAG_ROLES = {"ks-core/config", "ks-events", "ks-multicluster"}
 Obj = dict[str, Any]
 
 
@@ -148,8 +153,9 @@ def dump(objects: list[Obj]) -> str:
 class Upstream:
     """The unpacked tag, its variables for ``spec`` and its renderers."""
 
-    def __init__(self, git_dir: Path, root: Path, spec_changes: dict[str, Any], tag: str = "v3.4.1") -> None:
-        self.git_dir, self.root, self.tag = git_dir, root, tag
+    def __init__(self, git_dir: Path, root: Path, spec_changes: dict[str, Any], tag: str = "v3.4.1",
+                 kube_version: str = KUBE_VERSION) -> None:
+        self.git_dir, self.root, self.tag, self.kube_version = git_dir, root, tag, kube_version
         proc = subprocess.run(["git", f"--git-dir={git_dir}", "archive", tag, *PATHS], capture_output=True,
                               check=True, timeout=300)
         with tarfile.open(fileobj=__import__("io").BytesIO(proc.stdout)) as tar:
@@ -179,17 +185,21 @@ class Upstream:
                 path = self.root / "roles" / role / "defaults" / name
                 if path.exists():
                     out.update(yaml.safe_load(path.read_text()) or {})
-        out |= {"kubernetes_version": KUBE_VERSION, "kube_version": KUBE_VERSION, "enableHA": False,
+        out |= {"kubernetes_version": self.kube_version, "kube_version": self.kube_version, "enableHA": False,
                 "master_num": "1", "status": {}, "nodeNum": 1, "container_runtime": "containerd",
                 **(facts or {})}
         out |= copy.deepcopy(self.spec)
         out = resolved(out, self.env)
         tags = out.get("ks_kubectl_versions") or {}
-        for minimum, tag in tags.items():  # the first entry the cluster's version reaches (tasks' loop)
-            if self.env.from_string("{{ v is version(m, '>=') }}").render(v=KUBE_VERSION, m=minimum) == "True":
-                out.setdefault("ks_kubectl_tag", tag)
-                break
+        # The roles whose tasks set ks_kubectl_tag to the first entry the cluster's version reaches (their loop);
+        # every other role keeps roles/download's default.
+        if set(roles) & KUBECTL_TAG_ROLES:
+            out["ks_kubectl_tag"] = next(tag for minimum, tag in tags.items() if self.at_least(minimum))
         return resolved(out, self.env)
+
+    def at_least(self, version: str) -> bool:
+        """Whether the cluster's Kubernetes is ``version`` or later (Ansible's ``version`` test, as the tasks')."""
+        return self.env.from_string("{{ v is version(m, '>=') }}").render(v=self.kube_version, m=version) == "True"
 
     def template(self, path: str, variables: dict[str, Any]) -> str:
         return self.env.from_string((self.root / path).read_text()).render(variables)
@@ -223,7 +233,7 @@ class Upstream:
                 files += ["-f", str(path)]
             meta = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
             args = [str(helm_binary()), "template", release, str(chart_dir), "--namespace", namespace, *files,
-                    "--kube-version", KUBE_VERSION, *[f"--api-versions={v}" for v in API_VERSIONS],
+                    "--kube-version", self.kube_version, *[f"--api-versions={v}" for v in API_VERSIONS],
                     *[x for s in sets for x in ("--set", s)]]
             env = {**os.environ, "HELM_CACHE_HOME": tmp, "HELM_CONFIG_HOME": tmp, "HELM_DATA_HOME": tmp}
             runs = [documents(subprocess.run(args, capture_output=True, text=True, check=True, env=env,
@@ -467,7 +477,7 @@ def monitoring(up: Upstream) -> list[Step]:
     steps = [apply_step(up, crds), apply_step(up, [f for f in operator if f not in crds])]
     for sub in ("node-exporter", "kube-state-metrics", "prometheus", "kubernetes", "kubesphere", "alertmanager"):
         if (up.root / base / sub).is_dir():  # prometheus/kubesphere (ks-core-monitor.yaml) is v3.4.1's
-            steps.append(served(apply_step(up, up.files(f"{base}/{sub}", rendered.get(sub)))))
+            steps.append(served(up, apply_step(up, up.files(f"{base}/{sub}", rendered.get(sub)))))
     nm = "roles/ks-monitor/files/notification-manager"
     task = (up.root / "roles/ks-monitor/tasks/notification-manager.yaml").read_text()
     if 'notification_check.stdout.find("1.0.0") != -1' in task:
@@ -496,11 +506,13 @@ def monitoring(up: Upstream) -> list[Step]:
 SERVED = {("policy/v1beta1", "PodDisruptionBudget"): "policy/v1", ("batch/v1beta1", "CronJob"): "batch/v1"}
 
 
-def served(step: Step) -> Step:
+def served(up: Upstream, step: Step) -> Step:
     """``step`` with its ``policy/v1beta1`` PodDisruptionBudgets (v3.3.2's Prometheus and Alertmanager files) as
     ``policy/v1`` and its ``batch/v1beta1`` CronJobs (v3.3.2's Elasticsearch curator and ks-devops 0.1.19 charts) as
-    ``batch/v1``: the fixture's Kubernetes (1.25+) serves only those, and a cluster upgraded since reads the stored
-    objects so (the same fields)."""
+    ``batch/v1`` where the cluster is Kubernetes 1.25 or later (the fixture's): it serves only those, and a cluster
+    upgraded since reads the stored objects so (the same fields). Before 1.25 the step is as rendered."""
+    if not up.at_least("v1.25.0"):
+        return step
     old = [o for o in step.objects if (o["apiVersion"], o["kind"]) in SERVED]
     if old:
         step.objects = [{**o, "apiVersion": SERVED[o["apiVersion"], o["kind"]]} if o in old else o
@@ -561,7 +573,7 @@ def elasticsearch(up: Upstream) -> list[Step]:
     tpl, files = "roles/common/templates", "roles/common/files/elasticsearch"
     return [up.helm("elasticsearch-logging", chart(up, files, "elasticsearch"), LOGGING,
                     [up.template(f"{tpl}/custom-values-elasticsearch.yaml.j2", v)]),
-            served(up.helm("elasticsearch-logging-curator", chart(up, files, "elasticsearch-curator"), LOGGING,
+            served(up, up.helm("elasticsearch-logging-curator", chart(up, files, "elasticsearch-curator"), LOGGING,
                            [up.template(f"{tpl}/custom-values-elasticsearch-curator.yaml.j2", v)]))]
 
 
@@ -646,7 +658,7 @@ def devops(up: Upstream) -> list[Step]:
     values = up.template(f"{tpl}/ks-devops-values.yaml.j2", v)
     ks_devops = chart(up, charts, "ks-devops")
     crds = up.chart_crds(ks_devops)
-    release = served(up.helm("devops", ks_devops, "kubesphere-devops-system", [values]))
+    release = served(up, up.helm("devops", ks_devops, "kubesphere-devops-system", [values]))
     s2i = [o for o in release.objects if o["kind"] == "S2iBuilderTemplate"]
     task = (up.root / "roles/ks-devops/tasks/main.yaml").read_text()
     labelled_ns = ("kubesphere-devops-worker", "argocd") if re.search(r"\n\s+- argocd\n", task) else (
@@ -665,13 +677,16 @@ def gatekeeper(up: Upstream) -> list[Step]:
     values = up.template("roles/gatekeeper/templates/custom-values-gatekeeper.yaml.j2", v)
     release = up.helm("gatekeeper", chart, "gatekeeper-system", [values])
     # Its chart (3.5.2) always renders policy/v1beta1 objects: v3.4.1 installed Gatekeeper only where Kubernetes
-    # still served them (before 1.25). The fixture's cluster does not: its release holds the PodDisruptionBudget as
-    # that cluster reads the stored object now (policy/v1, the same fields) and not the PodSecurityPolicy.
+    # still served them (before 1.25), and there the release holds them as rendered. A cluster of 1.25 or later
+    # (the fixture's) does not: its release holds the PodDisruptionBudget as that cluster reads the stored object
+    # now (policy/v1, the same fields) and not the PodSecurityPolicy.
     psp = [o for o in release.objects if o["kind"] == "PodSecurityPolicy"]
     old = [o for o in release.objects if o["apiVersion"] == "policy/v1beta1" and o["kind"] == "PodDisruptionBudget"]
     assert psp and old, "gatekeeper's chart no longer renders policy/v1beta1 objects"
-    release.objects = [{**o, "apiVersion": "policy/v1"} if o in old else o for o in release.objects if o not in psp]
-    release.source += " (PodDisruptionBudget as policy/v1, no PodSecurityPolicy: Kubernetes 1.25+ serves neither)"
+    if up.at_least("v1.25.0"):
+        release.objects = [{**o, "apiVersion": "policy/v1"} if o in old else o for o in release.objects
+                           if o not in psp]
+        release.source += " (PodDisruptionBudget as policy/v1, no PodSecurityPolicy: Kubernetes 1.25+ serves neither)"
     return [created_namespace("gatekeeper-system"), up.chart_crds(chart), release, labelled("gatekeeper-system")]
 
 
@@ -806,13 +821,90 @@ def render(git_dir: Path, profile: str, tag: str = "v3.4.1") -> dict[str, str]:
         return files
 
 
+#: The Kubernetes versions :func:`render_versions` renders v3.4.1 at: the oldest the simulated cluster runs, the first
+#: that serves autoscaling/v2, the first after policy/v1beta1 went away, and the pinned one.
+VERSIONS = ("v1.21.14", "v1.23.17", "v1.26.15", KUBE_VERSION)
+#: Where the committed per-version facts are (tests/unit/test_version_parity.py reads them).
+VERSIONS_FILE = REPO / "tests" / "parity" / "versions.json"
+
+
+def leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """``value`` as ``path → leaf`` (``/``-separated); a ConfigMap's YAML text under ``data`` parsed first."""
+    if isinstance(value, str) and path.startswith("/data/") and "\n" in value:
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            parsed = None
+        if isinstance(parsed, dict):
+            value = parsed
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in leaves(item, f"{path}/{key}").items()} or {path: {}}
+    if isinstance(value, list) and value and all(isinstance(x, dict) and "name" in x for x in value):
+        return {k: v for item in value for k, v in leaves(item, f"{path}/{item['name']}").items()}
+    return {path: value}
+
+
+def version_objects(up: Upstream) -> dict[str, Obj]:
+    """``module|Kind/namespace/name`` → object, of the pluggable profile's modules rendered at ``up.kube_version``,
+    with alerting's thanos-ruler PodDisruptionBudget (ks-monitor's template, which branches on the version too)."""
+    out = {}
+    for module in PROFILES["pluggable"][1]:
+        for step in MODULES[module](up):
+            for obj in step.objects:
+                out[f"{module}|{ident(obj, step.namespace)}"] = obj
+    pdb = up.template("roles/ks-monitor/templates/thanos-ruler-podDisruptionBudget.yaml.j2", up.variables("ks-monitor"))
+    for obj in documents(pdb):
+        out[f"alerting|{ident(obj)}"] = obj
+    return out
+
+
+def render_versions(git_dir: Path, versions: tuple[str, ...] = VERSIONS, tag: str = "v3.4.1") -> str:
+    """The JSON of ``tests/parity/versions.json``: each object of the pluggable profile that differs between
+    ``versions`` (present in some only, or with another apiVersion or other values), per version: its apiVersion and
+    the leaves that differ (``null`` where the version has no such object)."""
+    changes = PROFILES["pluggable"][0]
+    rendered: dict[str, dict[str, Obj]] = {}
+    commit = ""
+    for version in versions:
+        with tempfile.TemporaryDirectory(prefix=f"ks-{tag}-{version}-") as tmp:
+            up = Upstream(git_dir, Path(tmp), changes, tag, kube_version=version)
+            rendered[version], commit = version_objects(up), up.commit
+    objects: dict[str, dict[str, Any]] = {}
+    for key in sorted(set().union(*rendered.values())):
+        found = {v: rendered[v].get(key) for v in versions}
+        flat = {v: leaves({k: x for k, x in o.items() if k != "apiVersion"}) for v, o in found.items() if o}
+        paths = sorted({p for f in flat.values() for p in f if len({json.dumps(g.get(p)) for g in flat.values()}) > 1})
+        apis = {o["apiVersion"] for o in found.values() if o}
+        if len(flat) == len(versions) and not paths and len(apis) == 1:
+            continue
+        objects[key] = {v: None if o is None else {"apiVersion": o["apiVersion"],
+                                                   "values": {p: flat[v].get(p) for p in paths}}
+                        for v, o in found.items()}
+    return json.dumps({"tag": tag, "commit": commit, "profile": "pluggable", "spec_changes": changes,
+                       "versions": list(versions), "objects": objects}, indent=1) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--git-dir", type=Path, default=Path(os.environ.get("KS_UPSTREAM_GIT_DIR", MIRROR)))
     parser.add_argument("--tag", choices=sorted(TAGS), action="append", help="the tags to render (default: all)")
     parser.add_argument("--profile", choices=sorted(PROFILES), action="append")
     parser.add_argument("--check", action="store_true", help="diff a new render against the committed files")
+    parser.add_argument("--versions", action="store_true",
+                        help=f"only the objects that differ by Kubernetes version ({', '.join(VERSIONS)}): "
+                             f"{VERSIONS_FILE.relative_to(REPO)}")
     args = parser.parse_args(argv)
+    if args.versions:
+        text = render_versions(args.git_dir)
+        old = VERSIONS_FILE.read_text() if VERSIONS_FILE.exists() else ""
+        if args.check:
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), text.splitlines(True), str(VERSIONS_FILE),
+                                                       f"{VERSIONS_FILE} (new render)", n=2))
+        else:
+            VERSIONS_FILE.write_text(text)
+        print(f"[upstream-render] versions: {'same' if old == text else 'differs' if args.check else 'written'}",
+              file=sys.stderr)
+        return int(args.check and old != text)
     failed = 0
     for tag in args.tag or list(TAGS):
         for profile in [p for p in args.profile or sorted(PROFILES) if p in TAGS[tag]]:

@@ -315,7 +315,9 @@ class Builder:
         """The cluster from upstream's own render (tests/parity/upstream-v341), applied step by step as upstream's
         tasks did (:data:`upstream_fixture.HOW`), with new generated credentials."""
         begin = time.monotonic()
-        fixture = upstream_fixture.load(self.profile.upstream, self.profile.tag)
+        # As upstream made it at this cluster's Kubernetes version (the committed render is at the pinned one).
+        fixture = upstream_fixture.at_version(upstream_fixture.load(self.profile.upstream, self.profile.tag),
+                                              client.VersionApi(self.api).get_code().git_version, self.profile.tag)
         assert fixture.spec_changes == self.profile.spec, "the profile's spec is not the fixture's"
         cc = self.cc(fixture)
         creds = upstream_fixture.Credentials(fixture, self.profile.due)

@@ -20,6 +20,7 @@ import collections.abc
 import dataclasses
 import json
 import os
+import re
 import signal
 import stat
 import sys
@@ -331,6 +332,8 @@ def _plan_objects(args: argparse.Namespace, settings: Settings) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     steps = [s for s in plan.runnable if not args.module or s.module == args.module]
     facts = render.OFFLINE_FACTS if api is None else cluster_facts(api)
+    if api is None and args.kubernetes_version:
+        facts = {**facts, "kubernetes_version": args.kubernetes_version}
     variables = run_variables(prepared.spec, facts)
     try:
         rendered = render.render_modules([(s.module, s.action.value, s.hash or "") for s in steps], variables,
@@ -369,6 +372,8 @@ def images_for(spec: dict[str, Any], settings: Settings) -> dict[str, list[str]]
 
 #: The key of the installer's own image in ``images -o json`` (no module has that name).
 INSTALLER_IMAGE_KEY = "ks-installer"
+#: What ``plan --kubernetes-version`` accepts: the API server's ``gitVersion`` form.
+KUBERNETES_VERSION = re.compile(r"v1\.\d+\.\d+([-+][0-9A-Za-z.+-]*)?")
 
 
 def installer_image(spec: dict[str, Any]) -> str:
@@ -446,6 +451,9 @@ def parser() -> argparse.ArgumentParser:
     plan.add_argument("--offline", action="store_true",
                       help="with --objects --desired: render only, no cluster (without credentials it is offline "
                            "anyway); with credentials --desired is diffed against the cluster, as kubectl diff -f")
+    plan.add_argument("--kubernetes-version", metavar="v1.MINOR.PATCH",
+                      help="with --objects, offline: render for a cluster of this Kubernetes version (objects that "
+                           "differ by version follow it); against a cluster, its API server's version is used")
     rec = sub.add_parser("reconcile", help="reconcile the cluster in $KUBECONFIG once")
     rec.add_argument("--all", action="store_true", help="re-run every enabled module")
     rec.add_argument("--check-drift", action="store_true",
@@ -511,6 +519,11 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError("--module needs --objects")
             if args.offline and not (args.objects and args.desired):
                 raise UsageError("--offline needs --objects and --desired")
+            if args.kubernetes_version and not (args.objects and args.desired):
+                raise UsageError("--kubernetes-version needs --objects and --desired (an offline render)")
+            if args.kubernetes_version and not KUBERNETES_VERSION.fullmatch(args.kubernetes_version):
+                raise UsageError(f"--kubernetes-version: not a Kubernetes version: {args.kubernetes_version!r} "
+                                 "(expected v1.MINOR.PATCH, e.g. v1.26.15)")
             if args.objects:
                 return _plan_objects(args, settings)
             plan, prepared = _offline_plan(args, settings) if args.desired else _live_plan(args, settings)

@@ -32,13 +32,15 @@ def ref_of(m: dict[str, Any]) -> Ref:
     return m["apiVersion"], m["kind"], m["metadata"].get("namespace") or "", m["metadata"]["name"]
 
 
-def offline_render(env: dict[str, str], tmp_path: Path, spec: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Module → the manifests ``plan --objects --desired cc.yaml -o yaml`` prints for ``spec`` (no cluster)."""
+def offline_render(env: dict[str, str], tmp_path: Path, spec: dict[str, Any],
+                   kubernetes_version: str) -> dict[str, list[dict[str, Any]]]:
+    """Module → the manifests ``plan --objects --desired cc.yaml --kubernetes-version VERSION -o yaml`` prints for
+    ``spec`` (no cluster; the objects that differ by version as at ``kubernetes_version``)."""
     cc = tmp_path / "cc.yaml"
     cc.write_text(yaml.safe_dump({**cc_with(), "spec": spec}))
     offline = {k: v for k, v in env.items() if k != "KUBECONFIG"}
     proc = subprocess.run([sys.executable, "-m", "installer", "plan", "--objects", "--offline", "--desired", str(cc),
-                           "-o", "yaml"],
+                           "--kubernetes-version", kubernetes_version, "-o", "yaml"],
                           env=offline, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 1, proc.stderr[-3000:]
     out: dict[str, list[dict[str, Any]]] = {}
@@ -49,13 +51,14 @@ def offline_render(env: dict[str, str], tmp_path: Path, spec: dict[str, Any]) ->
 
 def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Path, spec: dict[str, Any],
                        state: dict[str, Any], modules: list[str], digests: bool = True) -> dict[str, list[str]]:
-    """Per module, where the offline render and the cluster disagree: the recorded inventory must hold every object
-    the render applies and nothing it does not render (namespaces that exist on every cluster aside: a module labels
-    them, it does not own them); and (``digests``) the render with the cluster's facts (node count, version: an
-    offline render cannot know them) must make of each object the manifest whose digest the cluster's copy carries,
-    but those that embed a credential the cluster generated (a JWT key, a CA bundle)."""
+    """Per module, where the offline render (at the cluster's Kubernetes version) and the cluster disagree: the
+    recorded inventory must hold every object the render applies and nothing it does not render (namespaces that
+    exist on every cluster aside: a module labels them, it does not own them); and (``digests``) the render with the
+    cluster's facts (node count: an offline render cannot know it) must make of each object the manifest whose digest
+    the cluster's copy carries, but those that embed a credential the cluster generated (a JWT key, a CA bundle)."""
     problems: dict[str, list[str]] = {}
-    rendered = offline_render(env, tmp_path, spec)
+    facts = cluster_facts(api)
+    rendered = offline_render(env, tmp_path, spec, facts["kubernetes_version"])
 
     def module_of(m: dict[str, Any]) -> str:
         return m["metadata"]["labels"][MODULE_LABEL]
@@ -86,7 +89,7 @@ def render_differences(api: client.ApiClient, env: dict[str, str], tmp_path: Pat
         problems[module] += [f"recorded, not rendered: {'/'.join(r[1:])}"
                              for r in sorted(inventory - {ref_of(m) for m in owned} - generated - kept)]
     prepared = prepare(spec, None, switch_paths())
-    variables = run_variables(prepared.spec, cluster_facts(api))
+    variables = run_variables(prepared.spec, facts)
     if not digests:
         return {m: p for m, p in problems.items() if p}
     with_facts = offline_plan(render_modules([(m, "install", "") for m in modules], variables, REPO / "roles",

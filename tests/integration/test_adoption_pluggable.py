@@ -78,6 +78,7 @@ def test_fixture_releases_are_the_originals() -> None:
 
 @pytest.mark.slow(reason="applies upstream's ~700 objects of every pluggable module with kubectl and helm, then the "
                         "first reconcile of 17 modules (no render)")
+@pytest.mark.versions
 def test_first_reconcile_takes_over_the_pluggable_modules(tmp_path: Path) -> None:
     with own_cluster(tmp_path) as (installer, sim):
         result = take_over(installer, sim, tmp_path, PLUGGABLE_UPSTREAM,

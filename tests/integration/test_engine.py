@@ -26,6 +26,7 @@ def _command(installer: Installer, module: str) -> list[str]:
     return json.loads((installer.results / module / "command").read_text())["command"]
 
 
+@pytest.mark.versions
 def test_first_reconcile_installs_default_modules_and_reports_ready(installer: Installer, tmp_path: Path) -> None:
     metrics = tmp_path / "metrics.json"
     installer.env["METRICS_PATH"] = str(metrics)

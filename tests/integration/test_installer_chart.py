@@ -39,6 +39,7 @@ def deployment(installer: Installer) -> Any:
     return client.AppsV1Api(installer.api).read_namespaced_deployment("ks-installer", NAMESPACE)
 
 
+@pytest.mark.versions
 def test_chart_install_upgrade_and_uninstall(installer: Installer) -> None:
     # What a user who applied deploy/kubesphere-installer.yaml does before installing the chart (docs/helm.md).
     adopt(lambda *args, check=True: kubectl(installer, *args, check=check), RELEASE, NAMESPACE)

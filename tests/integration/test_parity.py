@@ -194,7 +194,7 @@ def snapshots(sim_cluster: Any, kube_api: client.ApiClient, installer_crd: None,
 
 
 @pytest.mark.slow(reason="installs every module in one reconcile (the suite's only all-modules install)")
-@pytest.mark.parametrize("group", GROUPS)
+@pytest.mark.parametrize("group", [pytest.param(g, marks=[pytest.mark.versions] if g == "all" else []) for g in GROUPS])
 def test_one_change_reconciles(snapshots: Snapshots, group: str) -> None:
     """The group's spec, applied in one change, is reconciled: exit 0, Ready, every module Installed."""
     snap = snapshots[group]
@@ -202,6 +202,7 @@ def test_one_change_reconciles(snapshots: Snapshots, group: str) -> None:
     assert snap.failure is None, f"the '{group}' reconcile ({snap.seconds:.0f}s) did not succeed: {snap.failure}"
 
 
+@pytest.mark.versions
 def test_offline_render_is_what_every_module_applied(snapshots: Snapshots) -> None:
     """One render path: ``plan --objects --desired`` renders, offline, exactly the objects every module applied (what
     they hold is compared for the default modules in test_plan_objects: here several embed credentials the cluster

@@ -91,6 +91,7 @@ def removal(installer: Installer) -> Iterator[Installer]:
     yield from between_cleanups(installer, _clean)
 
 
+@pytest.mark.versions
 def test_purge_annotation_then_uninstall_all_keeps_data(removal: Installer) -> None:
     installer = removal
     installer.apply_cc(common__redis={"enabled": True, "enableHA": True})
@@ -141,6 +142,7 @@ def test_purge_annotation_then_uninstall_all_keeps_data(removal: Installer) -> N
     assert core.read_namespace(NAMESPACE).status.phase == "Active"  # the installer's own namespace
 
 
+@pytest.mark.versions
 def test_uninstall_all_purge_removes_data_and_unused_crds(removal: Installer) -> None:
     installer = removal
     installer.apply_cc()

@@ -303,3 +303,25 @@ def test_plan_prints_no_credential_of_a_free_form_section(tmp_path: Path) -> Non
                                str(last), "-o", output], capture_output=True, text=True, cwd=REPO, check=False)
         assert proc.returncode == 0, proc.stderr
         assert "canary" not in proc.stdout + proc.stderr and "authentication.oauthOptions" in proc.stdout
+
+
+def test_offline_objects_follow_the_chosen_kubernetes_version(tmp_path: Path) -> None:
+    """``plan --objects --offline --kubernetes-version``: the objects that differ by version as a cluster of that
+    version gets them (PodDisruptionBudgets policy/v1beta1 before 1.25, no kubesphere-sa-token before 1.24)."""
+    cc = _cc(tmp_path, "default")
+    seen = {}
+    for version in ("v1.21.14", "v1.26.15"):
+        proc = subprocess.run([*ENGINE, "plan", "--objects", "--offline", "--desired", str(cc), "--kubernetes-version",
+                               version, "-o", "yaml"], capture_output=True, text=True, cwd=REPO, check=False,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+        seen[version] = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    old, new = seen["v1.21.14"], seen["v1.26.15"]
+    assert old["PodDisruptionBudget", "prometheus-k8s"]["apiVersion"] == "policy/v1beta1"
+    assert new["PodDisruptionBudget", "prometheus-k8s"]["apiVersion"] == "policy/v1"
+    assert ("Secret", "kubesphere-sa-token") not in old and "secrets" not in old["ServiceAccount", "kubesphere"]
+    assert ("Secret", "kubesphere-sa-token") in new
+    assert new["ServiceAccount", "kubesphere"]["secrets"] == [{"name": "kubesphere-sa-token"}]
+    code, _, err = plan("--objects", "--offline", "--desired", cc, "--kubernetes-version", "1.21")
+    assert code == 2 and "--kubernetes-version: not a Kubernetes version: '1.21'" in err

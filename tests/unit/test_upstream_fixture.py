@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import upstream_fixture
+import yaml
 from upstream_fixture import TAGS, Credentials, fixtures_dir, load, placeholders
 
 PARITY = Path(__file__).resolve().parents[2] / "tests" / "parity" / "upstream"
@@ -239,3 +240,24 @@ def test_no_credential_committed_and_each_placeholder_filled(tag: str, profile: 
     assert set(secret["data"]) == {"token", "secret"}
     config = next(o for o in filled if o["metadata"]["name"] == "kubesphere-config" and o["kind"] == "ConfigMap")
     assert f'jwtSecret: "{creds.values["kubesphere-secret/secret"]}"' in config["data"]["kubesphere.yaml"]
+
+
+def test_fixture_at_an_older_kubernetes_is_what_upstream_made_there() -> None:
+    """``at_version``: v3.4.1's objects on v1.21.14 as its templates and charts made them there (versions.json), the
+    pinned version's unchanged."""
+    def objects(fixture: upstream_fixture.Fixture) -> dict[str, dict]:
+        return {f"{m}|{key}": o for m, steps in fixture.modules.items() for s in steps
+                for o, key in zip(s.objects, s.idents, strict=True)}
+
+    pinned = objects(load("pluggable"))
+    assert objects(upstream_fixture.at_version(load("pluggable"), "v1.34.4")) == pinned
+    old = objects(upstream_fixture.at_version(load("pluggable"), "v1.21.14"))
+    assert set(pinned) - set(old) == {"ks-core|Secret/kubesphere-system/kubesphere-sa-token"}
+    for name in ("prometheus-k8s", "alertmanager-main"):
+        assert old[f"monitoring|PodDisruptionBudget/kubesphere-monitoring-system/{name}"]["apiVersion"] == \
+            "policy/v1beta1"
+    assert "secrets" not in old["ks-core|ServiceAccount/kubesphere-system/kubesphere"]
+    config = yaml.safe_load(old["ks-config|ConfigMap/kubesphere-system/kubesphere-config"]["data"]["kubesphere.yaml"])
+    assert config["authentication"]["kubectlImage"] == "kubesphere/kubectl:v1.21.0"
+    console = old["ks-core|ConfigMap/kubesphere-system/ks-console-config"]["data"]["local_config.yaml"]
+    assert yaml.safe_load(console)["client"]["version"]["kubernetes"] == "v1.21.14"

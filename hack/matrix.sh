@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Kubernetes version matrix: the tests marked `versions` (the default cc's first install, every component on in
+# one change, the uninstall rounds, the switch from ks-installer v3.4.1 with every component, the installer's chart
+# with the pinned helm and kubectl) on a simulated cluster of each version, one version after the other.
+#
+#   hack/matrix.sh                          v1.21.14 v1.23.17 v1.26.15 and the pinned KUBERNETES_VERSION
+#   hack/matrix.sh v1.21.14 v1.23.17        those versions only
+#   hack/matrix.sh v1.21.14 -- -n 0 -x      pytest arguments after --
+#
+# Each version runs `KS_KUBERNETES_VERSION=<version> hack/test.sh -m versions` (which builds that control plane first
+# if it is not cached: minutes, once). Prints a line per version (passed or failed, its time, pytest's summary) and
+# exits 1 if any version failed. See docs/kubernetes-versions.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=versions.env
+source hack/versions.env
+
+versions=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  versions+=("$1")
+  shift
+done
+[ "${1:-}" != "--" ] || shift
+[ ${#versions[@]} -gt 0 ] || versions=(v1.21.14 v1.23.17 v1.26.15 "$KUBERNETES_VERSION")
+
+results=()
+failed=0
+for version in "${versions[@]}"; do
+  log=$(mktemp -t "ks-matrix-$version.XXXXXX")
+  echo "[matrix] Kubernetes $version: hack/test.sh -m versions $* (log: $log)" >&2
+  start=$SECONDS
+  rc=0
+  KS_KUBERNETES_VERSION=$version hack/test.sh -m versions -rs "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  summary=$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -n 1 | tr -d '=' | xargs || true)
+  if [ "$rc" -eq 0 ]; then
+    results+=("$version: passed in $((SECONDS - start))s (${summary:-no summary})")
+  else
+    failed=1
+    results+=("$version: FAILED (exit $rc) in $((SECONDS - start))s (${summary:-no summary}; log: $log)")
+  fi
+done
+echo "[matrix] results:" >&2
+printf '[matrix]   %s\n' "${results[@]}" >&2
+exit "$failed"
