@@ -31,7 +31,7 @@ for version in "${versions[@]}"; do
   start=$SECONDS
   rc=0
   KS_KUBERNETES_VERSION=$version hack/test.sh -m versions -rs "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
-  summary=$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -n 1 | tr -d '=' | xargs || true)
+  summary=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error).* in [0-9.]+s' "$log" | tail -n 1 | tr -d '=' | xargs || true)
   if [ "$rc" -eq 0 ]; then
     results+=("$version: passed in $((SECONDS - start))s (${summary:-no summary})")
   else

@@ -8,7 +8,8 @@
 #                                (marker `tools`); prints the build's and each phase's time
 #   hack/test.sh ARGS...         pytest ARGS (after the build), e.g. hack/test.sh tests/unit -q
 #   KS_TEST_VERSIONS="v1.21.14 ..."  with the whole suite: also build those control planes (beside the niced tests)
-#                                and, after the suite, run the tests marked `versions` at each (hack/matrix.sh)
+#                                and, after the suite, run the tests marked `versions` at each (hack/matrix.sh);
+#                                KS_TEST_VERSIONS_K="<pytest -k expression>" picks a subset of them
 #
 # Every run prints the 15 slowest tests and the 10 that used the most CPU (KS_BUDGET_SHOWN for more); a test over
 # its budget (KS_TEST_CEILING CPU seconds, or that many wall seconds times the machine's measured slowdown) fails
@@ -86,7 +87,7 @@ versions_rc=0 versions_time=0
 if [ -n "${KS_TEST_VERSIONS:-}" ]; then
   versions_start=$SECONDS
   # shellcheck disable=SC2086  # a list of versions
-  bash hack/matrix.sh $KS_TEST_VERSIONS -- -q || versions_rc=$?
+  bash hack/matrix.sh $KS_TEST_VERSIONS -- -q ${KS_TEST_VERSIONS_K:+-k "$KS_TEST_VERSIONS_K"} || versions_rc=$?
   versions_time=$((SECONDS - versions_start))
 fi
 echo "[test] build ${build_time}s; the tests that need no cluster ${unit_time}s from the start of the build;" \
