@@ -34,8 +34,6 @@ class Decision:
     """The object as it is (None: absent)."""
     adopt: bool = True
     """Whether the module's label goes on it (False: a namespace someone else made, which the module only uses)."""
-    known: list[str] | None = None
-    """The module's record of it: [UID, guard] (installer.objects.inventory.facts_of)."""
     renew: bool = False
     """A recreate of an object the module did not make (another UID): deleted with a UID precondition first. Without
     it, a recreate waits for an object being deleted to be gone."""

@@ -155,8 +155,6 @@ class Manifests(Planning, Repairs, Removal):
             if after is None:
                 result.actions[d.ref] = "kept"
                 continue
-            if replaced := [e for e in result.immutable if e.startswith(f"{d.ref}: ")]:
-                result.actions[d.ref] = "kept" if "kept as it is" in replaced[-1] else "recreate"
             result.applied.append(d.ref)
             if d.adopt:
                 result.applied_refs.append(ref_of(obj))

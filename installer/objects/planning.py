@@ -144,24 +144,23 @@ class Planning:
         known = self.facts.get(object_key(ref_of(obj)))
         metadata_only = obj["kind"] in METADATA_LISTED
         if ident(obj) in self.gone:
-            return Decision(obj, "recreate", body, note="deleted and applied again by the run", known=known)
+            return Decision(obj, "recreate", body, note="deleted and applied again by the run")
         if live is None:
-            return Decision(obj, "create", body, known=known, adopt=adopt)
+            return Decision(obj, "create", body, adopt=adopt)
         if listed is not None and opted_out(listed["metadata"]):
             value = (listed["metadata"].get("annotations") or {})[SSA_ANNOTATION]
-            return Decision(obj, "kept", body, note=f"{SSA_ANNOTATION}: {value}", live=live, known=known,
+            return Decision(obj, "kept", body, note=f"{SSA_ANNOTATION}: {value}", live=live,
                             adopt=adopt)
         digest = body["metadata"]["annotations"][APPLIED_ANNOTATION]
         if listed is not None and unchanged_since_applied(listed, digest, body, known, metadata_only):
-            return Decision(obj, "unchanged", body, live=live, known=known, adopt=adopt)
+            return Decision(obj, "unchanged", body, live=live, adopt=adopt)
         if obj["kind"] in RECREATED_KINDS and self._made_by_another(obj, live, known):
             return Decision(obj, "recreate", body, note=planted_note(obj["kind"], self.module), live=live,
-                            known=known, renew=True)
+                            renew=True)
         if listed is None and adopt and legacy_entries(live["metadata"]):
             legacy = ", ".join(sorted({e["manager"] for e in legacy_entries(live["metadata"])}))
-            return Decision(obj, "adopt", body, note=f"made by {legacy}: taken over in place", live=live,
-                            known=known)
-        return Decision(obj, "update", body, live=live, known=known, adopt=adopt)
+            return Decision(obj, "adopt", body, note=f"made by {legacy}: taken over in place", live=live)
+        return Decision(obj, "update", body, live=live, adopt=adopt)
 
     def _made_by_another(self, obj: Obj, live: Obj, known: list[str] | None) -> bool:
         """Whether an existing object of :data:`RECREATED_KINDS` is not the one the module made, so that the run

@@ -222,6 +222,7 @@ class Repairs:
             kept = copy.deepcopy(body)
             kept["spec"] = live.to_dict().get("spec") or {}
             after = self._server_side_apply(res, kept)
+            result.actions[ident(obj)] = "kept"
             result.immutable.append(f"{ident(obj)}: kept as it is ({what}; the render's spec is not applied)")
             return after
         orphan = kind in ORPHANED_KINDS
@@ -231,6 +232,7 @@ class Repairs:
                        body={"propagationPolicy": "Orphan" if orphan else "Background"})
         self._wait_gone([obj], RECREATE_TIMEOUT)
         after = self._server_side_apply(res, body)
+        result.actions[ident(obj)] = "recreate"
         result.immutable.append(f"{ident(obj)}: deleted and created again ({what}"
                                 f"{'; its pods were left to the new one' if orphan else ''})")
         return after
