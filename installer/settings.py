@@ -23,6 +23,11 @@ APPLIED_ANNOTATION = "installer.kubesphere.io/applied"
 #: leaves an object that exists as it is (created when absent; still deleted by its module's uninstall).
 SSA_ANNOTATION = "installer.kubesphere.io/ssa"
 SSA_OPT_OUTS = ("IfNotPresent", "Ignore")
+#: On an object (rendered so by its role, or set by a user), as Flux's ``kustomize.toolkit.fluxcd.io/prune``:
+#: ``disabled`` keeps it when its module is uninstalled or no longer renders it (a purge deletes it when it is a PVC or
+#: a Secret: the data, and the credential that guards it).
+PRUNE_ANNOTATION = "installer.kubesphere.io/prune"
+PRUNE_DISABLED = "disabled"
 #: The Stalled reason of a host -> none/member change refused while member clusters are joined: the spec is fine,
 #: the cluster is not yet, so the schedule binding checks again every minute.
 MEMBERS_JOINED = "MembersJoined"

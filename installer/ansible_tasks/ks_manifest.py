@@ -23,7 +23,10 @@ options:
   state: {description: present applies; absent deletes., type: str, choices: [present, absent], default: present}
   definition:
     description: Objects as a list or a multi-document YAML string. With state absent, exactly these are deleted;
-      without them, the module's recorded inventory (what its runs made) is.
+      without them, the module's recorded inventory (what its runs made) is, but for what the deletion policy keeps
+      (PVCs, CRDs, namespaces holding PVCs or other modules' objects, objects annotated
+      installer.kubesphere.io/prune=disabled). Per-object policy rides on the objects (annotations
+      installer.kubesphere.io/ssa=IfNotPresent, made once; installer.kubesphere.io/prune=disabled, kept).
     type: raw
     default: []
   apply:
@@ -33,19 +36,8 @@ options:
       longer makes is pruned by the engine after the run succeeds.)
     type: bool
     default: true
-  create_only:
-    description: Apply only the objects that do not exist; leave the others as they are (changes made to them
-      since stay). Those that carry the module's label stay in its run's inventory, so no prune deletes them.
-    type: bool
-    default: false
   kinds:
     description: On absent, delete the module's labelled objects of these kinds (apiVersion/Kind) instead.
-    type: list
-    elements: str
-    default: []
-  keep:
-    description: On absent without definition or kinds, objects (Kind/namespace/name, or a Kind) the uninstall
-      keeps; a purge deletes those that are PersistentVolumeClaims or Secrets.
     type: list
     elements: str
     default: []
@@ -54,12 +46,6 @@ options:
     type: bool
     default: false
   wait_timeout: {description: Seconds to wait., type: int, default: 600}
-  tenants:
-    description: On absent, more kinds (apiVersion/Kind) whose objects of another module keep a namespace of
-      this module from being deleted (besides installer.objects.removal.TENANT_KINDS).
-    type: list
-    elements: str
-    default: []
   purge:
     description: On absent, also delete the module's PVCs (with its StatefulSets' claims) and its CRDs no custom
       resource is left of. Default - whether the engine asked this uninstall to purge (KS_PURGE=1).
@@ -79,8 +65,6 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
             current = [ref_of(o) for o in objects] + read_inventory(os.environ.get(INVENTORY_ENV) or "")
             result = manifests.prune_inventory(read_recorded() or [], current, propagation="Foreground",
                                                timeout=p["wait_timeout"])
-        elif p["state"] == "present" and p["create_only"]:
-            result = manifests.create_missing(objects)
         elif p["state"] == "present":
             result = manifests.apply(objects)
             if p["wait"]:
@@ -88,7 +72,7 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         else:
             purge = p["purge"] if p["purge"] is not None else os.environ.get(PURGE_ENV) == "1"
             result = manifests.absent(objects, read_recorded(), purge=purge, timeout=p["wait_timeout"],
-                                      kinds=p["kinds"], tenants=p["tenants"], keep=p["keep"])
+                                      kinds=p["kinds"])
     except Rejected as exc:  # the API server's own reason and the object: what status and the log show
         raise TaskFailed(str(exc)) from exc
     except ApiException as exc:

@@ -22,6 +22,11 @@ options:
   name: {description: Name of the Secret., type: str, required: true}
   key: {description: Data key that must hold the generated value., type: str, required: true, no_log: false}
   length: {description: Length of a generated value (ASCII letters)., type: int, default: 15}
+  annotations:
+    description: Annotations the Secret carries (its policy, e.g. installer.kubesphere.io/prune=disabled), a found one
+      too.
+    type: dict
+    default: {}
 """
 ARGUMENT_SPEC = argument_spec(DOCUMENTATION)
 __getattr__ = task_plugin(__name__)
@@ -33,9 +38,14 @@ def generated(p: dict[str, Any]) -> list[Ref]:
     return [("v1", "Secret", p["namespace"] or "", p["name"])]
 
 
+def _annotations(p: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (p["annotations"] or {}).items()}
+
+
 def run(p: dict[str, Any]) -> dict[str, Any]:
     try:
-        outcome = ensure_random_secret(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"])
+        outcome = ensure_random_secret(api_client(), p["namespace"], p["name"], p["key"], p["module"], p["length"],
+                                       _annotations(p))
     except Refused as exc:  # names the Secret and the rule, never the value
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no secret values
@@ -55,7 +65,7 @@ def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = No
     namespace, name, key = p["namespace"] or "", p["name"], str(p["key"])
 
     def fields(live: dict[str, Any]) -> list[str]:
-        outcome, _ = planned_secret(live, namespace, name, key, p["module"], p["length"])
+        outcome, _ = planned_secret(live, namespace, name, key, p["module"], p["length"], _annotations(p))
         return [f"data.{k}: added {GENERATED}" for k in outcome.added_keys]
 
     try:

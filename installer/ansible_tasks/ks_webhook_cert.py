@@ -39,6 +39,11 @@ options:
     default: [ca.crt, tls.crt, tls.key]
     no_log: false
   type: {description: The Secret's type when it is created., type: str, default: Opaque}
+  annotations:
+    description: Annotations the Secret carries (its policy, e.g. installer.kubesphere.io/prune=disabled), a found one
+      too.
+    type: dict
+    default: {}
   max_validity_days:
     description: The longest validity a found certificate may have to be kept (days); default - upstream's 3650 and a
       day of slack (installer.objects.certs.MAX_VALIDITY).
@@ -79,7 +84,8 @@ def recorded_fingerprint(ref: Ref) -> str | None:
 def layout(p: dict[str, Any]) -> Layout:
     """The certificate's :class:`Layout` from the task's arguments."""
     return Layout(p["secret"], p["ca_name"], p["cert_name"], tuple(p["keys"]), p["type"],
-                  dt.timedelta(days=p["max_validity_days"]) if p["max_validity_days"] else MAX_VALIDITY)
+                  dt.timedelta(days=p["max_validity_days"]) if p["max_validity_days"] else MAX_VALIDITY,
+                  tuple(sorted((str(k), str(v)) for k, v in (p["annotations"] or {}).items())))
 
 
 def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:

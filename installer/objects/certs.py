@@ -69,6 +69,8 @@ class Layout:
     keys: tuple[str, str, str] = KEYS
     type: str = "Opaque"
     max_validity: dt.timedelta = MAX_VALIDITY
+    annotations: tuple[tuple[str, str], ...] = ()
+    """The Secret's per-object policy (installer.settings.PRUNE_ANNOTATION), set on it, a found one too."""
 
     def to_secret(self, data: dict[str, bytes]) -> dict[str, str]:
         """The Secret's data of ``data`` (a CA certificate it lacks stays out)."""
@@ -321,8 +323,9 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
     reason = judge(live, layout, service, namespace, renew_before, recorded)
     current = layout.from_secret(live.get("data") or {}) if reason is None else {}
     labels = (live.get("metadata") or {}).get("labels") or {}
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
     wanted = {**MANAGED_BY, MODULE_LABEL: module}
-    if reason is None and wanted.items() <= labels.items():
+    if reason is None and wanted.items() <= labels.items() and set(layout.annotations) <= annotations.items():
         return CertOutcome(False, "kept", base64.b64encode(trusted_bundle(api, namespace, service, current)).decode(),
                            facts=[str(live["metadata"].get("uid") or ""), guard(live), fingerprint(current)])
     data = current if reason is None else generate(names, ca_name=layout.ca_name, cert_name=layout.cert_name)
@@ -331,7 +334,8 @@ def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, serv
     if live:  # made by the original installer (or by hand): its fields (other keys too) become the installer's
         take_over(secrets, live["metadata"], "v1")
     body = {"apiVersion": "v1", "kind": "Secret", "type": live.get("type") or layout.type,
-            "metadata": {"name": layout.secret, "namespace": namespace, "labels": wanted},
+            "metadata": {"name": layout.secret, "namespace": namespace, "labels": wanted,
+                         **({"annotations": dict(layout.annotations)} if layout.annotations else {})},
             "data": {**(live.get("data") or {}), **layout.to_secret(data)}}
     after = secrets.server_side_apply(body=body, name=layout.secret, namespace=namespace,
                                       field_manager=FIELD_MANAGER, force_conflicts=True).to_dict()

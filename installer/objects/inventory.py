@@ -17,7 +17,6 @@ INVENTORY_ENV = "KS_INVENTORY_FILE"
 RECORDED_ENV = "KS_RECORDED_INVENTORY"
 """A JSON file holding the module's recorded inventory (its last successful run's, with what failed runs since
 applied), set by the engine when the record has one: what an uninstall deletes and a prune compares with."""
-#: Kinds whose objects of another module keep a namespace from being deleted (``delete(tenants=...)`` adds more).
 #: Kinds an apply lists by their metadata only (their specs are large); their guard covers which fields the
 #: installer owns, not their values.
 METADATA_LISTED = ("CustomResourceDefinition",)

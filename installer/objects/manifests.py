@@ -41,8 +41,8 @@ from installer.objects.planning import (
     opted_out,
     unchanged_since_applied,
 )
-from installer.objects.readiness import WORKLOAD_KINDS, backoff, established, wait_ready
-from installer.objects.refs import Obj, ident, ref_of, stage
+from installer.objects.readiness import WORKLOAD_KINDS, backends, backoff, established, wait_ready, wait_serving
+from installer.objects.refs import LATE_KINDS, Obj, ident, ref_of, stage
 from installer.objects.removal import Removal
 from installer.objects.repair import RECREATE_TIMEOUT, Repairs, planted_note
 from installer.objects.results import ApplyResult, Change
@@ -55,6 +55,10 @@ TERMINATING_TIMEOUT = 180
 #: The apply stages (installer.objects.refs.stage): namespaces and CRDs, the rest, then webhooks, APIServices and
 #: custom resources; each is planned once the one before it is done.
 STAGES = (0, 1, 2)
+#: How long an apply waits for the Services behind the webhooks and APIServices it writes to have a ready endpoint.
+BACKEND_TIMEOUT = 300
+#: The decisions that write an object.
+WRITES = ("create", "update", "adopt", "recreate")
 
 
 class Manifests(Planning, Repairs, Removal):
@@ -117,10 +121,21 @@ class Manifests(Planning, Repairs, Removal):
         for level in STAGES:
             staged = [o for o in objects if stage(o["apiVersion"], o["kind"]) == level]
             if staged:
-                self.execute(self.plan(staged), result, renewed, existed)
+                decisions = self.plan(staged)
+                self._wait_backends(decisions)
+                self.execute(decisions, result, renewed, existed)
         if renewed:
             self._restart_users([o for o in objects if ident(o) in existed], renewed, result)
         return result
+
+    def _wait_backends(self, decisions: list[Decision]) -> None:
+        """Before writing webhooks and APIServices, wait until the Services they call have a ready endpoint (their
+        workloads were applied in the stage before): registered earlier, a webhook with failurePolicy Fail refuses
+        every write it intercepts, and an APIService makes discovery fail, until then."""
+        services = [s for d in decisions if d.action in WRITES and d.obj["kind"] in LATE_KINDS
+                    for s in backends(d.obj)]
+        if services:
+            wait_serving(self.dyn, list(dict.fromkeys(services)), BACKEND_TIMEOUT)
 
     def execute(self, decisions: list[Decision], result: ApplyResult, renewed: set[tuple[str, str]],
                 existed: set[str]) -> None:
@@ -211,24 +226,6 @@ class Manifests(Planning, Repairs, Removal):
         except TimeoutError as exc:
             raise Rejected(f"{d.ref} is being deleted and is still there after {TERMINATING_TIMEOUT}s (finalizers: "
                            f"{finalizers}); it is applied again once it is gone") from exc
-
-    def create_missing(self, objects: list[Obj]) -> ApplyResult:
-        """Apply those of ``objects`` that do not exist; leave the others as they are (what was changed in them
-        since stays). Those of them that are this module's (its label) stay in the run's inventory, so no prune
-        deletes them: objects a module makes once and then leaves to their users (upstream's Helm pre-install
-        hooks, objects it created only when absent)."""
-        live = {ref_of(o): self.live_labels(o) for o in objects}
-        result = self.apply([o for o in objects if live[ref_of(o)] is None])
-        result.applied_refs += [r for r, labels in live.items() if (labels or {}).get(MODULE_LABEL) == self.module]
-        return result
-
-    def live_labels(self, obj: Obj) -> dict[str, str] | None:
-        """The labels of ``obj`` as it exists (None: it does not)."""
-        try:
-            live = self._get(self._resource(obj["apiVersion"], obj["kind"]), obj)
-        except ResourceNotFoundError:  # its CRD is not served yet: nothing of it exists
-            return None
-        return None if live is None else dict(live.metadata.labels or {})
 
     def _server_side_apply(self, res: Any, body: Obj) -> Obj:
         meta = body["metadata"]

@@ -50,7 +50,8 @@ def as_applied(obj: Obj, module: str, adopt: bool = True) -> Obj:
 
 
 def opted_out(meta: Obj | None) -> bool:
-    """Whether a user set :data:`SSA_ANNOTATION` on the object to keep the installer from writing it."""
+    """Whether :data:`SSA_ANNOTATION` keeps the installer from writing an object that exists: set by a user on the
+    object, or by the role on what it renders (made once, then left to its users)."""
     return (((meta or {}).get("annotations") or {}).get(SSA_ANNOTATION) in SSA_OPT_OUTS)
 
 
@@ -147,10 +148,16 @@ class Planning:
             return Decision(obj, "recreate", body, note="deleted and applied again by the run")
         if live is None:
             return Decision(obj, "create", body, adopt=adopt)
-        if listed is not None and opted_out(listed["metadata"]):
-            value = (listed["metadata"].get("annotations") or {})[SSA_ANNOTATION]
+        if listed is not None and (opted_out(listed["metadata"]) or opted_out(obj["metadata"])):
+            value = (listed["metadata"].get("annotations") or {}).get(SSA_ANNOTATION) or \
+                obj["metadata"]["annotations"][SSA_ANNOTATION]
             return Decision(obj, "kept", body, note=f"{SSA_ANNOTATION}: {value}", live=live,
                             adopt=adopt)
+        if opted_out(obj["metadata"]) and not (adopt and legacy_entries(live["metadata"])):
+            # Made once by the render, and this one is not the module's (nor the original installer's, taken over
+            # below): left as it is, outside the module's inventory.
+            return Decision(obj, "kept", body, note=f"{SSA_ANNOTATION}: IfNotPresent; not the module's", live=live,
+                            adopt=False)
         digest = body["metadata"]["annotations"][APPLIED_ANNOTATION]
         if listed is not None and unchanged_since_applied(listed, digest, body, known, metadata_only):
             return Decision(obj, "unchanged", body, live=live, adopt=adopt)

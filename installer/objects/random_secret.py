@@ -43,14 +43,15 @@ class SecretOutcome:
 
 
 def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: str, module: str,
-                         length: int = 15) -> SecretOutcome:
-    """Make Secret ``namespace/name`` hold ``key``: generated only when missing, never replaced."""
+                         length: int = 15, annotations: dict[str, str] | None = None) -> SecretOutcome:
+    """Make Secret ``namespace/name`` hold ``key``: generated only when missing, never replaced; with
+    ``annotations`` (its policy: installer.settings.PRUNE_ANNOTATION) set on it."""
     secrets_api = DynamicClient(api).resources.get(api_version="v1", kind="Secret")
     try:
         live = secrets_api.get(name=name, namespace=namespace).to_dict()
     except NotFoundError:
         live = None
-    outcome, body = planned_secret(live, namespace, name, key, module, length)
+    outcome, body = planned_secret(live, namespace, name, key, module, length, annotations)
     if body is not None:
         if live is not None:  # made by the original installer (or by hand): its fields become the installer's
             take_over(secrets_api, live["metadata"], "v1")
@@ -60,7 +61,8 @@ def ensure_random_secret(api: client.ApiClient, namespace: str, name: str, key: 
 
 
 def planned_secret(live: dict[str, Any] | None, namespace: str, name: str, key: str, module: str,
-                   length: int = 15) -> tuple[SecretOutcome, dict[str, Any] | None]:
+                   length: int = 15, annotations: dict[str, str] | None = None
+                   ) -> tuple[SecretOutcome, dict[str, Any] | None]:
     """The one decision of :func:`ensure_random_secret` and its preview: given the Secret found (None: absent),
     what changes and the Secret to apply (None: nothing to write). A found Secret :func:`check_found` refuses is
     :class:`~installer.objects.credentials.Refused`."""
@@ -75,12 +77,15 @@ def planned_secret(live: dict[str, Any] | None, namespace: str, name: str, key: 
         data[key] = base64.b64encode(random_letters(length).encode()).decode()
         if live is not None:
             outcome.added_keys.append(key)
-    live_labels = ((live or {}).get("metadata") or {}).get("labels") or {}
-    outcome.labelled = live is not None and not labels.items() <= live_labels.items()
+    live_meta = (live or {}).get("metadata") or {}
+    policy = dict(annotations or {})
+    outcome.labelled = live is not None and not (labels.items() <= (live_meta.get("labels") or {}).items()
+                                                 and policy.items() <= (live_meta.get("annotations") or {}).items())
     if not outcome.changed:
         return outcome, None
+    meta = {"name": name, "namespace": namespace, "labels": labels, **({"annotations": policy} if policy else {})}
     return outcome, {"apiVersion": "v1", "kind": "Secret", "type": (live or {}).get("type") or "Opaque",
-                     "metadata": {"name": name, "namespace": namespace, "labels": labels}, "data": data}
+                     "metadata": meta, "data": data}
 
 
 def check_found(namespace: str, name: str, key: str, live: dict[str, Any]) -> None:

@@ -113,6 +113,42 @@ def wait_ready(dyn: DynamicClient, objects: list[Obj], timeout: float = 600,
             raise WaitStopped("stopped while waiting for " + ", ".join(ident(o) for o in pending))
 
 
+def backends(obj: Obj) -> list[tuple[str, str]]:
+    """``(namespace, name)`` of the Services a webhook configuration or an APIService calls (none: a URL, or served
+    by the API server itself)."""
+    if obj["kind"] == "APIService":
+        configs = [(obj.get("spec") or {}).get("service")]
+    else:
+        configs = [(w.get("clientConfig") or {}).get("service") for w in obj.get("webhooks") or []]
+    return list(dict.fromkeys((c.get("namespace") or "", c.get("name") or "") for c in configs if c))
+
+
+def serving(dyn: DynamicClient, namespace: str, service: str) -> bool:
+    """Whether a Service has a ready endpoint (its EndpointSlices, as kube-proxy and the API server's proxy read
+    them)."""
+    try:
+        slices = dyn.resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice").get(
+            namespace=namespace, label_selector=f"kubernetes.io/service-name={service}").items
+    except NotFoundError:
+        return False
+    return any((e.conditions or {}).get("ready") is not False for s in slices for e in s.endpoints or [])
+
+
+def wait_serving(dyn: DynamicClient, services: list[tuple[str, str]], timeout: float = 300) -> None:
+    """Wait until each of ``services`` has a ready endpoint: a webhook or APIService registered before its backend
+    answers fails (or, failurePolicy Ignore, skips) every call meanwhile. TimeoutError names those that do not."""
+    deadline = time.monotonic() + timeout
+    pending = list(services)
+    for delay in backoff(first=0.25):
+        pending = [(ns, name) for ns, name in pending if not serving(dyn, ns, name)]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no ready endpoint after {int(timeout)}s behind Service "
+                               + ", ".join(f"{ns}/{name}" for ns, name in pending))
+        time.sleep(delay)
+
+
 def read_live(dyn: DynamicClient, obj: Obj) -> Any:
     try:
         return dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"]).get(

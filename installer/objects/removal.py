@@ -40,6 +40,8 @@ from installer.objects.results import ApplyResult, Change
 from installer.settings import (
     APPLIED_ANNOTATION,
     MODULE_LABEL,
+    PRUNE_ANNOTATION,
+    PRUNE_DISABLED,
 )
 
 PURGE_ENV = "KS_PURGE"
@@ -47,8 +49,13 @@ PURGE_ENV = "KS_PURGE"
 KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
 #: Kinds a purge looks at even when the uninstall does not name them (roles keep them out of it otherwise).
 PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
-TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
-                "apps/v1/StatefulSet", "apps/v1/DaemonSet", "batch/v1/Job", "batch/v1/CronJob")
+#: The note of an object kept by :data:`PRUNE_ANNOTATION`.
+PRUNE_KEPT = f"{PRUNE_ANNOTATION}: {PRUNE_DISABLED}"
+
+
+def prune_disabled(obj: Obj) -> bool:
+    """Whether the object (as it exists: its annotations) is kept by its module's uninstall and prune."""
+    return ((obj["metadata"].get("annotations") or {}).get(PRUNE_ANNOTATION) == PRUNE_DISABLED)
 
 
 class Removal:
@@ -67,8 +74,8 @@ class Removal:
             self._remove(obj, result, purge)
         return result
 
-    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300, kinds: Iterable[str] = (),
-               tenants: Iterable[str] = ()) -> ApplyResult:
+    def delete(self, objects: list[Obj], purge: bool = False, timeout: int = 300,
+               kinds: Iterable[str] = ()) -> ApplyResult:
         """Delete every object of the given objects' kinds (plus ``kinds``) that carries this module's label.
 
         ``purge`` also deletes the module's PVCs and Secrets (a generated password kept with the data it
@@ -77,28 +84,27 @@ class Removal:
         resource is left of."""
         result = ApplyResult()
         wanted = kinds_of(objects, [*kinds, *(PURGED_KINDS if purge else ())])
-        self._delete_staged(self._owned(wanted, result), result, purge, timeout, tenants)
+        self._delete_staged(self._owned(wanted, result), result, purge, timeout)
         return result
 
     def absent(self, objects: list[Obj], recorded: list[Ref] | None, purge: bool = False, timeout: int = 300,
-               kinds: Iterable[str] = (), tenants: Iterable[str] = (), keep: Iterable[str] = ()) -> ApplyResult:
+               kinds: Iterable[str] = ()) -> ApplyResult:
         """What ``ks_manifest`` with ``state: absent`` deletes: exactly ``objects`` when given (:meth:`delete_refs`),
         else the module's labelled objects of ``kinds`` when given (:meth:`delete`), else everything the module
         made (:meth:`uninstall`, ``recorded`` being its recorded inventory)."""
         if objects:
-            return self.delete_refs(objects, purge=purge, timeout=timeout, tenants=tenants)
+            return self.delete_refs(objects, purge=purge, timeout=timeout)
         if kinds:
-            return self.delete([], purge=purge, timeout=timeout, kinds=kinds, tenants=tenants)
-        return self.uninstall(recorded, purge=purge, timeout=timeout, keep=keep, tenants=tenants)
+            return self.delete([], purge=purge, timeout=timeout, kinds=kinds)
+        return self.uninstall(recorded, purge=purge, timeout=timeout)
 
-    def uninstall(self, recorded: list[Ref] | None, purge: bool = False, timeout: int = 300,
-                  keep: Iterable[str] = (), tenants: Iterable[str] = ()) -> ApplyResult:
+    def uninstall(self, recorded: list[Ref] | None, purge: bool = False, timeout: int = 300) -> ApplyResult:
         """Delete what the module made: its recorded inventory (``None``: a record without one, whose objects are
         found by the module's label over every kind the API serves, cluster-scoped ones only when
         :meth:`_served_only_by` what it deletes), the last apply stage first (each stage gone
-        before the next), through the deletion policy (:meth:`_remove`). ``keep`` names objects (``Kind/ns/name``,
-        or a kind) the module keeps on uninstall (a password kept with the volume whose data it guards): a purge
-        deletes those of :data:`PURGED_KINDS`. A purge also looks at the module's labelled PVCs and Secrets."""
+        before the next), through the deletion policy (:meth:`_remove`). An object whose :data:`PRUNE_ANNOTATION`
+        is ``disabled`` stays (a password kept with the volume whose data it guards); a purge deletes those of
+        :data:`PURGED_KINDS`. A purge also looks at the module's labelled PVCs and Secrets."""
         result = ApplyResult()
         if recorded is None:  # by the label alone: a cluster-scoped object only when it would be left dangling
             found = self._owned(self._served_kinds(), result)
@@ -116,9 +122,11 @@ class Removal:
                 known = {ident(o) for o in owned}
                 owned += [o for o in self._owned(kinds_of([], PURGED_KINDS), result) if ident(o) not in known]
         purged = {parse_kind(k)[1] for k in PURGED_KINDS} if purge else set()
-        kept = set(keep)
-        owned = [o for o in owned if not (ident(o) in kept or o["kind"] in kept) or o["kind"] in purged]
-        self._delete_staged(owned, result, purge, timeout, tenants)
+        for obj in owned:
+            if prune_disabled(obj) and obj["kind"] not in purged:
+                self._keep(obj, result, PRUNE_KEPT)
+        owned = [o for o in owned if not prune_disabled(o) or o["kind"] in purged]
+        self._delete_staged(owned, result, purge, timeout)
         return result
 
     def _served_only_by(self, obj: Obj, services: set[tuple[str, str]]) -> bool:
@@ -137,12 +145,11 @@ class Removal:
         backends = [(c.get("service") or {}) for c in configs]
         return bool(backends) and all((b.get("namespace"), b.get("name")) in services for b in backends)
 
-    def delete_refs(self, objects: list[Obj], purge: bool = False, timeout: int = 300,
-                    tenants: Iterable[str] = ()) -> ApplyResult:
+    def delete_refs(self, objects: list[Obj], purge: bool = False, timeout: int = 300) -> ApplyResult:
         """Delete exactly ``objects`` (those the module owns), through the deletion policy, and wait until they are
         gone: a role's removal of objects it turns off."""
         result = ApplyResult()
-        self._delete_staged(self._owned_refs([ref_of(o) for o in objects], result), result, purge, timeout, tenants)
+        self._delete_staged(self._owned_refs([ref_of(o) for o in objects], result), result, purge, timeout)
         return result
 
     def prune_inventory(self, recorded: Iterable[Iterable[str]], current: Iterable[Iterable[str]],
@@ -157,8 +164,10 @@ class Removal:
         for obj in owned:
             annotations = obj["metadata"].get("annotations") or {}
             if obj["kind"] == "Secret" and APPLIED_ANNOTATION not in annotations:
-                result.kept.append(f"{ident(obj)} (generated)")
-                self._preview(result, Change(ident(obj), "kept", note="generated"))
+                self._keep(obj, result, "generated")
+                continue
+            if prune_disabled(obj):
+                self._keep(obj, result, PRUNE_KEPT)
                 continue
             self._remove(obj, result, purge=False, propagation=propagation)
         gone = set(result.deleted)
@@ -217,14 +226,13 @@ class Removal:
             return None
         return self.prune_inventory(base, current)
 
-    def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int,
-                       tenants: Iterable[str]) -> None:
+    def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int) -> None:
         """Delete ``owned`` through the deletion policy, the apply stages backwards, each gone before the next."""
         claims = self._stateful_claims(owned) if purge else []
         for level in (2, 1, 0):
             objects = sorted((o for o in owned if stage(o["apiVersion"], o["kind"]) == level), key=uninstall_order)
             for obj in objects:
-                self._remove(obj, result, purge, tenants)
+                self._remove(obj, result, purge)
             self._wait_gone([o for o in objects if ident(o) in result.deleted], timeout)
         for claim in claims:
             self._delete(claim, result)
@@ -262,11 +270,12 @@ class Removal:
             out.append(obj)
         return out
 
-    def _served_kinds(self) -> set[tuple[str, str]]:
-        """Every kind the API serves that can be listed and deleted (of each group's kind, its preferred version)."""
+    def _served_kinds(self, namespaced: bool = False) -> set[tuple[str, str]]:
+        """Every kind the API serves that can be listed and deleted (of each group's kind, its preferred version;
+        ``namespaced``: only namespaced kinds)."""
         found: dict[tuple[str, str], str] = {}
         for res in self.dyn.resources.search():
-            if isinstance(res, ResourceList):  # the client's own List pseudo-resource
+            if isinstance(res, ResourceList) or (namespaced and not getattr(res, "namespaced", False)):
                 continue
             verbs = getattr(res, "verbs", None) or []
             if "/" in (getattr(res, "name", "") or "/") or "list" not in verbs or "delete" not in verbs:
@@ -314,8 +323,10 @@ class Removal:
             except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing to find
                 continue
             for item in items:
+                meta = item.to_dict()["metadata"]
                 obj = {"apiVersion": api_version, "kind": kind,
-                       "metadata": {"name": item.metadata.name, "namespace": item.metadata.namespace}}
+                       "metadata": {"name": meta["name"], "namespace": meta.get("namespace"),
+                                    "annotations": meta.get("annotations") or {}}}
                 if not applied_by_installer(item):
                     continue
                 if (why := why_spared(self.module, ref_of(obj), self.namespaces)) is None:
@@ -324,8 +335,7 @@ class Removal:
                     result.spared.append(f"{ident(obj)}: {why}")
         return out
 
-    def _remove(self, obj: Obj, result: ApplyResult, purge: bool, tenants: Iterable[str] = (),
-                propagation: str = "Background") -> None:
+    def _remove(self, obj: Obj, result: ApplyResult, purge: bool, propagation: str = "Background") -> None:
         """Delete ``obj`` unless the deletion policy keeps it: PVCs, CRDs (deleting one deletes every object of
         its kind) and namespaces holding PVCs stay unless ``purge``. Prune and uninstall both go through here."""
         why: str | None = None
@@ -335,11 +345,15 @@ class Removal:
             why = "custom resources of it are left"
         elif obj["kind"] == "Namespace" and not purge and self._has_pvcs(obj["metadata"]["name"]):
             why = "holds PersistentVolumeClaims"
-        elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"], tenants)):
+        elif obj["kind"] == "Namespace" and (others := self._other_modules_in(obj["metadata"]["name"])):
             why = f"holds objects of {', '.join(others)}"
         if why is None:
             self._delete(obj, result, propagation)
             return
+        self._keep(obj, result, why)
+
+    def _keep(self, obj: Obj, result: ApplyResult, why: str) -> None:
+        """Record that the deletion policy keeps ``obj`` (``why``: the reason; empty for a kind kept by policy)."""
         result.kept.append(ident(obj) + (f" ({why})" if why else ""))
         self._preview(result, Change(ident(obj), "kept", note=why))
 
@@ -372,17 +386,20 @@ class Removal:
             return True  # cannot tell: keep it
         return bool(items.get("items"))
 
-    def _other_modules_in(self, namespace: str, tenants: Iterable[str] = ()) -> list[str]:
-        """Other modules with objects of :data:`TENANT_KINDS` (plus ``tenants``) in ``namespace``: deleting it
-        would delete theirs."""
+    def _other_modules_in(self, namespace: str) -> list[str]:
+        """Other modules with objects in ``namespace`` (of any kind the API serves): deleting it would delete
+        theirs. One metadata-only list per namespaced kind, done only when a namespace is about to go."""
         selector = f"{MODULE_LABEL},{MODULE_LABEL}!={self.module}"
         found: set[str] = set()
-        for api_version, kind in dict.fromkeys(parse_kind(k) for k in (*TENANT_KINDS, *tenants)):
+        for api_version, kind in sorted(self._served_kinds(namespaced=True)):
             try:
-                items = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).items
+                raw = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
+                                                            serialize=False,
+                                                            header_params={"Accept": PARTIAL_METADATA_LIST})
             except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing of it
                 continue
-            found |= {(i.metadata.labels or {}).get(MODULE_LABEL, "") for i in items}
+            found |= {(i["metadata"].get("labels") or {}).get(MODULE_LABEL, "")
+                      for i in json.loads(raw.data).get("items") or []}
         return sorted(found - {""})
 
     def _has_pvcs(self, namespace: str) -> bool:

@@ -360,13 +360,10 @@ class ClusterPlanner:
         removed: dict[str, None] = {}
         for call in run.manifests("absent"):
             result = manifests.absent(call["objects"], self._recorded(run.module),
-                                      purge=bool(_bool(call.get("purge"), False)), kinds=call.get("kinds") or (),
-                                      tenants=call.get("tenants") or (), keep=call.get("keep") or ())
+                                      purge=bool(_bool(call.get("purge"), False)), kinds=call.get("kinds") or ())
             removed |= dict.fromkeys(result.deleted)
         objects = run.objects()
-        as_is = {ref_of(o) for c in run.manifests() if _bool(c.get("create_only"), False) for o in c["objects"]
-                 if manifests.live_labels(o) is not None}  # made once, then left as they are (create_missing)
-        for change in manifests.apply([o for o in objects if ref_of(o) not in as_is]).changes:
+        for change in manifests.apply(objects).changes:
             _show_change(change, module)
         applied = {ident(o) for o in objects}
         for ref in removed:
@@ -406,8 +403,7 @@ class ClusterPlanner:
         kept: dict[str, str] = {}
         purged: dict[str, None] = {}
         for call in run.manifests("absent"):
-            args = {"kinds": call.get("kinds") or (), "tenants": call.get("tenants") or (),
-                    "keep": call.get("keep") or ()}
+            args = {"kinds": call.get("kinds") or ()}
             explicit = _bool(call.get("purge"), None)
             result = manifests.absent(call["objects"], recorded, purge=purge if explicit is None else explicit,
                                       **args)

@@ -18,7 +18,7 @@ from installer.objects.manifests import Manifests
 from installer.objects.random_secret import ensure_random_secret
 from installer.objects.refs import ref_of
 from installer.preview.foresight import Foresight
-from installer.settings import MODULE_LABEL, NAMESPACE
+from installer.settings import MODULE_LABEL, NAMESPACE, PRUNE_ANNOTATION, PRUNE_DISABLED, SSA_ANNOTATION
 
 from .conftest import Installer, playbooks_changed, stored_state
 
@@ -27,6 +27,12 @@ pytestmark = pytest.mark.cluster
 
 def _config(ns: str, name: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, "data": {"k": "v"}}
+
+
+def _made_once(obj: dict) -> dict:
+    """``obj`` as a role renders an object it makes once (roles/kubesphere-defaults' ks_made_once)."""
+    obj["metadata"]["annotations"] = {SSA_ANNOTATION: "IfNotPresent"}
+    return obj
 
 
 def test_prune_and_uninstall_go_by_the_recorded_inventory_through_the_deletion_policy(
@@ -41,7 +47,8 @@ def test_prune_and_uninstall_go_by_the_recorded_inventory_through_the_deletion_p
     manifests, preview = Manifests(kube_api, module), Foresight(kube_api, module, Foreseen())
     try:
         applied = manifests.apply(objects)
-        ensure_random_secret(kube_api, ns, "password", "key", module)  # a generated credential
+        # A generated credential, kept on uninstall by its policy annotation (what a role asks of its generator).
+        ensure_random_secret(kube_api, ns, "password", "key", module, annotations={PRUNE_ANNOTATION: PRUNE_DISABLED})
         recorded = [*applied.applied_refs, ("v1", "Secret", ns, "password")]
         # A user takes one object over (the module's label removed) and makes one of their own.
         core.patch_namespaced_config_map("handed-over", ns, {"metadata": {"labels": {MODULE_LABEL: None}}})
@@ -60,14 +67,15 @@ def test_prune_and_uninstall_go_by_the_recorded_inventory_through_the_deletion_p
         names = {c.metadata.name for c in core.list_namespaced_config_map(ns).items}
         assert {"handed-over", "users"} <= names and "dropped" not in names
 
-        # Uninstall: the recorded inventory, keeping the role's credential; the namespace holds the PVC, so stays.
-        gone = manifests.uninstall(recorded, keep=[f"Secret/{ns}/password"], timeout=60)
+        # Uninstall: the recorded inventory, keeping the annotated credential; the namespace holds the PVC, so stays.
+        gone = manifests.uninstall(recorded, timeout=60)
         assert gone.deleted == [] and sorted(gone.kept) == [f"Namespace/{ns} (holds PersistentVolumeClaims)",
-                                                            f"PersistentVolumeClaim/{ns}/data"]
+                                                            f"PersistentVolumeClaim/{ns}/data",
+                                                            f"Secret/{ns}/password ({PRUNE_ANNOTATION}: disabled)"]
         assert core.read_namespaced_secret("password", ns) and core.read_namespaced_config_map("users", ns)
 
         # A purge deletes the credential and the volume too, and the namespace with them.
-        purged = manifests.uninstall(recorded, purge=True, keep=[f"Secret/{ns}/password"], timeout=60)
+        purged = manifests.uninstall(recorded, purge=True, timeout=60)
         assert {f"Secret/{ns}/password", f"PersistentVolumeClaim/{ns}/data", f"Namespace/{ns}"} <= set(purged.deleted)
     finally:
         delete_quietly(lambda: core.delete_namespace(ns))
@@ -155,16 +163,21 @@ def test_an_install_prunes_what_an_earlier_installation_left_when_its_record_was
 @pytest.mark.platform
 def test_an_object_made_once_stays_as_its_users_left_it_and_the_module_s(installer: Installer, tmp_path: Path) -> None:
     core = client.CoreV1Api(installer.api)
-    once = {"name": "Test | Create a ConfigMap once",
-            "ks_manifest": {"module": "ks-config", "definition": [_config(NAMESPACE, "test-once")],
-                            "create_only": True}}
+    once = {"name": "Test | Create ConfigMaps once",
+            "ks_manifest": {"module": "ks-config", "definition": [_made_once(_config(NAMESPACE, "test-once")),
+                                                                  _made_once(_config(NAMESPACE, "test-once-users"))]}}
     later = {"name": "Test | A task of a later version", "ansible.builtin.debug": {"msg": "a later version"}}
     for name in ("first", "second"):
         (tmp_path / name).mkdir()
     try:
+        # One of the two is there already, made by a user: it is left as it is, and never becomes the module's.
+        core.create_namespaced_config_map(NAMESPACE, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="test-once-users"), data={"k": "users"}))
         installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "first", "ks-config", post_tasks=[once]))
         assert "ks-config" in installer.reconcile_ok()
         assert core.read_namespaced_config_map("test-once", NAMESPACE).metadata.labels[MODULE_LABEL] == "ks-config"
+        users = core.read_namespaced_config_map("test-once-users", NAMESPACE)
+        assert users.data == {"k": "users"} and MODULE_LABEL not in (users.metadata.labels or {})
         core.patch_namespaced_config_map("test-once", NAMESPACE, {"data": {"k": "edited"}})  # a user's change
 
         installer.env["KS_PLAYBOOKS_DIR"] = str(playbooks_changed(tmp_path / "second", "ks-config",
@@ -172,7 +185,10 @@ def test_an_object_made_once_stays_as_its_users_left_it_and_the_module_s(install
         assert "ks-config" in installer.reconcile_ok()
         # Not applied again (the user's change stays), and not pruned: still in the module's inventory.
         assert core.read_namespaced_config_map("test-once", NAMESPACE).data == {"k": "edited"}
-        assert ["v1", "ConfigMap", NAMESPACE, "test-once"] in stored_state(installer)["ks-config"]["inventory"]
+        inventory = stored_state(installer)["ks-config"]["inventory"]
+        assert ["v1", "ConfigMap", NAMESPACE, "test-once"] in inventory
+        assert ["v1", "ConfigMap", NAMESPACE, "test-once-users"] not in inventory
     finally:
         installer.env.pop("KS_PLAYBOOKS_DIR", None)
-        delete_quietly(lambda: core.delete_namespaced_config_map("test-once", NAMESPACE))
+        for name in ("test-once", "test-once-users"):
+            delete_quietly(lambda name=name: core.delete_namespaced_config_map(name, NAMESPACE))

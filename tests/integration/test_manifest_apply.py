@@ -198,3 +198,51 @@ def test_an_unchanged_object_is_not_written_and_one_someone_changed_is_restored(
         assert core.read_namespaced_config_map("b", ns).metadata.annotations[APPLIED_ANNOTATION]
     finally:
         manifests.delete(objects, purge=True, timeout=60)
+
+
+def _served(ns: str, replicas: int) -> list[dict]:
+    """A Deployment, its Service and a webhook that calls it, as one role renders them (one apply)."""
+    labels = {"app": "hook"}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "hook", "namespace": ns},
+         "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": {
+             "metadata": {"labels": labels},
+             "spec": {"containers": [{"name": "main", "image": "example.invalid/hook:1"}]}}}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hook", "namespace": ns},
+         "spec": {"selector": labels, "ports": [{"port": 443, "targetPort": 8443}]}},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": f"{ns}-hook"},
+         "webhooks": [{"name": "hook.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                       "failurePolicy": "Ignore",
+                       "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+                       "clientConfig": {"service": {"namespace": ns, "name": "hook", "path": "/validate"}},
+                       "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                  "resources": ["configmaps"]}]}]},
+    ]
+
+
+def test_a_webhook_is_registered_once_its_backend_serves(kube_api: client.ApiClient,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """One apply of a workload, its Service and the webhook that calls it: the webhook is written only once the
+    Service has a ready endpoint; with no replica to serve it, the apply stops before registering it and says why."""
+    tag = uuid.uuid4().hex[:6]
+    ns = f"t-backend-{tag}"
+    admission = client.AdmissionregistrationV1Api(kube_api)
+    manifests = Manifests(kube_api, f"mod-{tag}")
+    monkeypatch.setattr(manifests_module, "BACKEND_TIMEOUT", 5)
+    try:
+        with pytest.raises(TimeoutError, match=f"no ready endpoint after 5s behind Service {ns}/hook"):
+            manifests.apply(_served(ns, replicas=0))
+        assert not [w for w in admission.list_validating_webhook_configuration().items
+                    if w.metadata.name == f"{ns}-hook"], "registered before anything served it"
+
+        monkeypatch.setattr(manifests_module, "BACKEND_TIMEOUT", 120)
+        result = manifests.apply(_served(ns, replicas=1))
+        slices = client.DiscoveryV1Api(kube_api).list_namespaced_endpoint_slice(
+            ns, label_selector="kubernetes.io/service-name=hook").items
+        assert any(e.conditions.ready for s in slices for e in s.endpoints or [])
+        assert f"ValidatingWebhookConfiguration/{ns}-hook" in result.changed
+    finally:
+        delete_quietly(lambda: admission.delete_validating_webhook_configuration(f"{ns}-hook"))
+        delete_quietly(lambda: client.CoreV1Api(kube_api).delete_namespace(ns))

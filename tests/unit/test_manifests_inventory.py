@@ -15,7 +15,7 @@ from installer.engine.runner import MODULE_FILE, killed_runs
 from installer.modules import get_module
 from installer.objects.manifests import Manifests
 from installer.objects.refs import Obj, applied_by_installer, ident, parse_kind, stage, stale_refs
-from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL
+from installer.settings import APPLIED_ANNOTATION, FIELD_MANAGER, MODULE_LABEL, PRUNE_ANNOTATION, PRUNE_DISABLED
 
 
 def _item(name: str, manager: str, namespace: str | None = "kube-system") -> Any:
@@ -33,7 +33,8 @@ def _manifests(served: dict[tuple[str, str], list[Any]]) -> tuple[Manifests, lis
         if (api_version, kind) not in served:
             raise ResourceNotFoundError(f"{api_version}/{kind}")
         # metadata readable both ways, like the dynamic client's ResourceField
-        items = [SimpleNamespace(metadata=SimpleNamespace(**i.metadata, get=i.metadata.get))
+        items = [SimpleNamespace(metadata=SimpleNamespace(**i.metadata, get=i.metadata.get),
+                                 to_dict=lambda i=i: {"metadata": dict(i.metadata)})
                  for i in served[(api_version, kind)]]
         return SimpleNamespace(get=lambda label_selector: SimpleNamespace(items=items))
 
@@ -90,9 +91,12 @@ MODULE = "monitoring"
 NS = "kubesphere-monitoring-system"
 
 
-def _live(module: str | None = MODULE, manager: str = FIELD_MANAGER, applied: bool = True) -> Obj:
+def _live(module: str | None = MODULE, manager: str = FIELD_MANAGER, applied: bool = True,
+          kept: bool = False) -> Obj:
+    """An object's live metadata (``kept``: annotated to be kept on uninstall, as roles render or generate it)."""
     return {"labels": {MODULE_LABEL: module} if module else {}, "managedFields": [{"manager": manager}],
-            "annotations": {APPLIED_ANNOTATION: "d"} if applied else {}}
+            "annotations": {**({APPLIED_ANNOTATION: "d"} if applied else {}),
+                            **({PRUNE_ANNOTATION: PRUNE_DISABLED} if kept else {})}}
 
 
 class Cluster:
@@ -112,7 +116,7 @@ class Cluster:
         self.m._wait_gone = lambda objects, timeout: self.waits.append([ident(o) for o in objects])  # type: ignore
         self.m._has_resources = lambda name: False  # type: ignore[method-assign]
         self.m._has_pvcs = lambda namespace: False  # type: ignore[method-assign]
-        self.m._other_modules_in = lambda namespace, tenants=(): []  # type: ignore[method-assign]
+        self.m._other_modules_in = lambda namespace: []  # type: ignore[method-assign]
         self.m._stateful_claims = lambda owned: []  # type: ignore[method-assign]
 
     def _get(self, kind: str, obj: Obj) -> Any:
@@ -166,7 +170,8 @@ def test_a_prune_spares_what_lies_outside_the_module_s_namespaces() -> None:
 def _uninstall_cluster() -> tuple[Cluster, list[tuple[str, str, str, str]]]:
     cluster = Cluster({("Namespace", NS): _live(), ("Deployment", "operator"): _live(),
                        ("Prometheus", "k8s"): _live(), ("ValidatingWebhookConfiguration", "hook"): _live(),
-                       ("Secret", "password"): _live(applied=False), ("Workspace", "system-workspace"): _live(),
+                       ("Secret", "password"): _live(applied=False, kept=True),
+                       ("Workspace", "system-workspace"): _live(kept=True),
                        ("CustomResourceDefinition", "prometheuses.monitoring.coreos.com"): _live(),
                        ("ConfigMap", "users"): _live(None, "kubectl")})
     refs = [("v1", "Namespace", "", NS), ("apps/v1", "Deployment", NS, "operator"),
@@ -180,23 +185,26 @@ def _uninstall_cluster() -> tuple[Cluster, list[tuple[str, str, str, str]]]:
 
 def test_uninstall_deletes_the_recorded_inventory_last_stage_first_and_keeps_what_the_policy_keeps() -> None:
     cluster, refs = _uninstall_cluster()
-    result = cluster.m.uninstall(refs, keep=[f"Secret/{NS}/password", "Workspace"])
+    result = cluster.m.uninstall(refs)
     assert cluster.deleted == [("ValidatingWebhookConfiguration", "hook"), ("Prometheus", "k8s"),
                                ("Deployment", "operator"), ("Namespace", NS)]
     # Each stage is gone before the next starts (the operator still runs while its custom resources go).
     assert cluster.waits == [["ValidatingWebhookConfiguration/hook", f"Prometheus/{NS}/k8s"],
                              [f"Deployment/{NS}/operator"], [f"Namespace/{NS}"]]
-    assert result.kept == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com"]  # by the policy
+    # By the policy: the CRD (its kind), the annotated credential and workspace (installer.kubesphere.io/prune).
+    assert sorted(result.kept) == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com",
+                                   f"Secret/{NS}/password ({PRUNE_ANNOTATION}: disabled)",
+                                   f"Workspace/system-workspace ({PRUNE_ANNOTATION}: disabled)"]
 
 
 def test_a_purge_deletes_the_kept_credentials_but_never_what_a_role_keeps_for_good() -> None:
     cluster, refs = _uninstall_cluster()
     cluster.m._owned = lambda kinds, result, keep=None: []  # type: ignore[method-assign]  # no other PVC or Secret
-    result = cluster.m.uninstall(refs, purge=True, keep=[f"Secret/{NS}/password", "Workspace"])
+    result = cluster.m.uninstall(refs, purge=True)
     assert ("Workspace", "system-workspace") not in cluster.deleted
     assert ("Secret", "password") in cluster.deleted and ("CustomResourceDefinition",
                                                           "prometheuses.monitoring.coreos.com") in cluster.deleted
-    assert ("Workspace", "system-workspace") not in cluster.deleted and not result.kept
+    assert result.kept == [f"Workspace/system-workspace ({PRUNE_ANNOTATION}: disabled)"]
 
 
 def test_uninstall_without_a_recorded_inventory_looks_for_the_module_s_label_over_every_served_kind() -> None:
@@ -211,19 +219,20 @@ def test_an_uninstall_waits_only_for_what_it_deleted() -> None:
     cluster = Cluster({("Namespace", NS): _live(), ("Deployment", "grafana"): _live(),
                        ("PersistentVolumeClaim", "grafana-storage"): _live(),
                        ("CustomResourceDefinition", "prometheuses.monitoring.coreos.com"): _live(),
-                       ("Secret", "password"): _live(applied=False)})
+                       ("Secret", "password"): _live(applied=False, kept=True)})
     cluster.m._has_pvcs = lambda namespace: True  # type: ignore[method-assign]
     refs = [("v1", "Namespace", "", NS), ("apps/v1", "Deployment", NS, "grafana"),
             ("v1", "PersistentVolumeClaim", NS, "grafana-storage"),
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "prometheuses.monitoring.coreos.com"),
             ("v1", "Secret", NS, "password")]
-    result = cluster.m.uninstall(refs, keep=[f"Secret/{NS}/password"])
+    result = cluster.m.uninstall(refs)
     assert cluster.deleted == [("Deployment", "grafana")]
     # The kept volume, CRD and namespace holding the volume are never waited for (they never go).
     assert [w for w in cluster.waits if w] == [[f"Deployment/{NS}/grafana"]]
     assert sorted(result.kept) == ["CustomResourceDefinition/prometheuses.monitoring.coreos.com",
                                    f"Namespace/{NS} (holds PersistentVolumeClaims)",
-                                   f"PersistentVolumeClaim/{NS}/grafana-storage"]
+                                   f"PersistentVolumeClaim/{NS}/grafana-storage",
+                                   f"Secret/{NS}/password ({PRUNE_ANNOTATION}: disabled)"]
 
 
 def test_an_install_prunes_the_module_s_labelled_objects_besides_its_recorded_inventory() -> None:
@@ -239,29 +248,6 @@ def test_an_install_prunes_the_module_s_labelled_objects_besides_its_recorded_in
     # what an earlier installation left; one reference per object whatever its API version.
     assert cluster.m.prune_base(recorded, install=True) == [*recorded, ("v1", "ConfigMap", NS, "left-behind")]
     assert cluster.m.prune_base([], install=True) == labelled
-
-
-def test_create_only_applies_what_is_missing_and_keeps_the_module_s_others_in_its_inventory() -> None:
-    live = {"ours": {MODULE_LABEL: MODULE}, "users": {}}
-    m = Manifests.__new__(Manifests)
-    m.module = MODULE
-    m.namespaces = frozenset(get_module(MODULE).namespaces)
-    m._resource = lambda api_version, kind: kind  # type: ignore[method-assign]
-    m._get = lambda res, obj: None if obj["metadata"]["name"] not in live else SimpleNamespace(  # type: ignore
-        metadata=SimpleNamespace(labels=live[obj["metadata"]["name"]]))
-    applied: list[list[str]] = []
-
-    def apply(objects: list[Obj]) -> Any:
-        applied.append([o["metadata"]["name"] for o in objects])
-        return SimpleNamespace(applied_refs=[("v1", o["kind"], NS, o["metadata"]["name"]) for o in objects])
-
-    m.apply = apply  # type: ignore[method-assign]
-    objects = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": n, "namespace": NS}}
-               for n in ("missing", "ours", "users")]
-    result = m.create_missing(objects)
-    # Only the missing one is applied: the module's stays as it is (edits kept), the user's is left alone.
-    assert applied == [["missing"]]
-    assert sorted(r[3] for r in result.applied_refs) == ["missing", "ours"]  # never pruned; not the user's
 
 
 def test_a_killed_runs_inventory_is_read_up_to_its_cut_line(tmp_path: Any) -> None:

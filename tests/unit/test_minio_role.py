@@ -192,6 +192,6 @@ def test_credentials_are_random_kept_and_never_logged() -> None:
     assert handling and not any(t.get("no_log") for t in handling)  # no value in or out; a refusal must show
     assert "openpitrixminio" not in (ROLE / "templates" / "minio.yaml.j2").read_text()
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
-    assert [t["ks_manifest"] for t in uninstall] == [
-        {"module": "{{ ks_module }}", "state": "absent",
-         "keep": ["Secret/{{ ks_minio_namespace }}/{{ ks_minio_secret }}"]}]
+    # The uninstall deletes the recorded inventory; the credentials carry their policy (kept with the data).
+    assert [t["ks_manifest"] for t in uninstall] == [{"module": "{{ ks_module }}", "state": "absent"}]
+    assert [t["ks_random_secret"]["annotations"] for t in handling] == ["{{ ks_kept_on_uninstall }}"]

@@ -196,5 +196,7 @@ def test_no_task_shows_the_password() -> None:
     # The generator takes and returns no value (its refusal of a found password must reach the status): not hidden.
     assert [t.get("no_log") is True for t in handling] == [True, True, False], [t["name"] for t in handling]
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
-    # The uninstall deletes the recorded inventory but the password (the volume stays by policy).
-    assert [t["ks_manifest"].get("keep") for t in uninstall] == [["Secret/{{ ks_namespace }}/{{ ks_openldap_secret }}"]]
+    # The uninstall deletes the recorded inventory but the password, whose policy it carries (the volume stays too).
+    assert [t["ks_manifest"] for t in uninstall] == [{"module": "{{ ks_module }}", "state": "absent"}]
+    assert [t["ks_random_secret"]["annotations"] for t in handling if "ks_random_secret" in t] == [
+        "{{ ks_kept_on_uninstall }}"]

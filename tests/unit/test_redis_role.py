@@ -228,6 +228,6 @@ def test_no_task_shows_the_password() -> None:
     handling = [t for t in tasks if "ks_random_secret" in t]
     assert handling and not any(t.get("no_log") for t in handling)  # no value in or out; a refusal must show
     uninstall = yaml.safe_load((ROLE / "tasks" / "uninstall.yaml").read_text())
-    assert [t["ks_manifest"] for t in uninstall] == [
-        {"module": "{{ ks_module }}", "state": "absent",
-         "keep": ["Secret/{{ ks_redis_namespace }}/{{ ks_redis_secret }}"]}]
+    # The uninstall deletes the recorded inventory; the password carries its policy (kept with the data).
+    assert [t["ks_manifest"] for t in uninstall] == [{"module": "{{ ks_module }}", "state": "absent"}]
+    assert [t["ks_random_secret"]["annotations"] for t in handling] == ["{{ ks_kept_on_uninstall }}"]
