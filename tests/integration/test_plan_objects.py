@@ -129,7 +129,8 @@ def test_disabling_a_module_lists_its_objects_deleted_and_its_volume_kept(platfo
                                         f"Service/{NS}/redis"}
     assert by_action["kept"] == {f"PersistentVolumeClaim/{NS}/redis-pvc":
                                  "kept on uninstall; a purge annotation would delete it",
-                                 f"Secret/{NS}/redis-secret": "a purge annotation would delete it"}
+                                 f"Secret/{NS}/redis-secret":
+                                     "installer.kubesphere.io/prune: disabled; a purge annotation would delete it"}
     text = plan_objects(installer)[1]
     print(text)
     assert f"  - Deployment {NS}/redis" in text and f"  = PersistentVolumeClaim {NS}/redis-pvc" in text
