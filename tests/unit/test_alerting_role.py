@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from installer_state import upstream_objects
-from role_harness import Objects, find, keys, render_scenarios
+from role_harness import Objects, engine_vars, find, keys, render_scenarios
 
 from installer.ansible_tasks import ks_alert_rules
 from installer.config.defaults import apply_defaults
@@ -46,8 +46,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     del no_endpoint["common"]["monitoring"]["endpoint"]
     scenarios["no_endpoint"] = {**no_endpoint, "nodeNum": 1}
     return render_scenarios("alerting", "ks_alerting_objects", scenarios, tmp_path_factory.mktemp("alerting"),
-                            {"ks_module": "alerting", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1",
-                             "kubernetes_version": "v1.34.4"})
+                            {**engine_vars("alerting"), "kubernetes_version": "v1.34.4"})
 
 
 def ruler(objects: Objects) -> dict[str, Any]:
