@@ -195,6 +195,12 @@ class Namespaces(tuple[str, ...]):
     def __getnewargs__(self) -> tuple[str, ...]:  # type: ignore[override]  # a copy or pickle: the names, then named
         return tuple(self)
 
+    def __eq__(self, other: object) -> bool:  # the names the role reads count too (a module's hash covers them)
+        return tuple.__eq__(self, other) is True and getattr(other, "named", ()) == self.named
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.named))
+
     def variables(self) -> dict[str, Any]:
         return {f"ks_{key}_namespace" if isinstance(value, str) else f"ks_{key}_namespaces":
                 value if isinstance(value, str) else list(value) for key, value in self.named}

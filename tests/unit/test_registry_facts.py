@@ -78,6 +78,10 @@ def test_a_modules_facts_are_in_its_hash_and_the_registry_file_in_none() -> None
         devops="kubesphere-devops-system", devops_worker="elsewhere", devops_argocd="argocd",
         devops_monitoring="kubesphere-monitoring-system"))
     assert files_digest(moved, ROLES) != files_digest(devops, ROLES)
+    renamed_variable = dataclasses.replace(devops, namespaces=Namespaces(
+        devops="kubesphere-devops-system", devops_workers="kubesphere-devops-worker", devops_argocd="argocd",
+        devops_monitoring="kubesphere-monitoring-system"))
+    assert files_digest(renamed_variable, ROLES) != files_digest(devops, ROLES)
     for module in MODULES:
         if module.name != "telemetry":
             assert ENGINE_DIR / "modules.py" not in code_files(module, ROLES), module.name
