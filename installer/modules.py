@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from installer.log_store import external_store, store_kind
 from installer.s3_store import external_s3
@@ -178,6 +179,73 @@ def _devops_images(spec: Spec) -> tuple[str, ...]:
 _LOGGING, _MONITORING = "kubesphere-logging-system", "kubesphere-monitoring-system"
 
 
+class Namespaces(tuple[str, ...]):
+    """A module's namespaces (a tuple of their names), some of them also under the name its role reads them by:
+    ``Namespaces("kube-system", devops="kubesphere-devops-system", preinstall=("a", "b"))`` hands the module's runs
+    ``ks_devops_namespace`` (a string) and ``ks_preinstall_namespaces`` (a list): :meth:`Module.run_facts`."""
+
+    named: tuple[tuple[str, str | tuple[str, ...]], ...]
+
+    def __new__(cls, *spaces: str, **named: str | tuple[str, ...]) -> Namespaces:
+        listed = [n for value in named.values() for n in ((value,) if isinstance(value, str) else value)]
+        out = super().__new__(cls, dict.fromkeys((*listed, *spaces)))
+        out.named = tuple(named.items())
+        return out
+
+    def __getnewargs__(self) -> tuple[str, ...]:  # type: ignore[override]  # a copy or pickle: the names, then named
+        return tuple(self)
+
+    def __eq__(self, other: object) -> bool:  # the names the role reads count too (a module's hash covers them)
+        return tuple.__eq__(self, other) is True and getattr(other, "named", ()) == self.named
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.named))
+
+    def variables(self) -> dict[str, Any]:
+        return {f"ks_{key}_namespace" if isinstance(value, str) else f"ks_{key}_namespaces":
+                value if isinstance(value, str) else list(value) for key, value in self.named}
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A serving certificate the module's role keeps in a Secret (its ``ks_webhook_cert`` call): handed to the
+    module's runs as ``ks_<key>_cert`` (:meth:`Module.run_facts`), which the role's task, Service, webhooks and
+    volumes read."""
+
+    key: str
+    namespace: str
+    secret: str
+    service: str
+    """The Service the certificate is for (its DNS names)."""
+    ca_name: str
+    cert_name: str
+    keys: tuple[str, str, str] = ("ca.crt", "tls.crt", "tls.key")
+    """The Secret's keys for the CA certificate, the certificate and its private key."""
+    type: str = "Opaque"
+    """The Secret's type when it is created."""
+    max_validity_days: int | None = None
+    """The longest validity a found certificate may have to be kept (None: ks_webhook_cert's default)."""
+
+    @property
+    def ref(self) -> tuple[str, str]:
+        """``(namespace, name)`` of its Secret."""
+        return self.namespace, self.secret
+
+    def variables(self) -> dict[str, Any]:
+        return {f"ks_{self.key}_cert": {
+            "namespace": self.namespace, "secret": self.secret, "service": self.service, "ca_name": self.ca_name,
+            "cert_name": self.cert_name, "keys": list(self.keys), "type": self.type,
+            **({"max_validity_days": self.max_validity_days} if self.max_validity_days is not None else {})}}
+
+
+#: The certificates a takeover keeps as credentials (the original's, when valid).
+_CORE_CERT = Certificate("core", NAMESPACE, "ks-controller-manager-webhook-cert", "ks-controller-manager",
+                         "ks-controller-manager-ca", "ks-core-admission-webhook")
+_NM_CERT = Certificate("monitor_nm", _MONITORING, "notification-manager-webhook-server-cert",
+                       "notification-manager-webhook", "webhook-ca", "notification-manager-webhook",
+                       type="kubernetes.io/tls", max_validity_days=36501)
+
+
 @dataclass(frozen=True)
 class Module:
     """One installable unit of KubeSphere."""
@@ -215,7 +283,9 @@ class Module:
     namespaces: tuple[str, ...] = ()
     """The namespaces it renders objects into: the only ones from which its prune and uninstall delete anything
     (installer.objects.ownership; checked against every module's render and upstream's objects by
-    tests/unit/test_ownership.py)."""
+    tests/unit/test_ownership.py). Its role reads those a :class:`Namespaces` names."""
+    certificates: tuple[Certificate, ...] = ()
+    """The serving certificates its role keeps (ks_webhook_cert)."""
     credentials: tuple[tuple[str, str], ...] = ()
     """``(namespace, name)`` of the Secrets whose values its generators keep when found (a takeover keeps the original's
     passwords, keys and certificates; installer.engine.adoption names those it found)."""
@@ -233,6 +303,13 @@ class Module:
             return {self.status_key: True}
         return {key: test(spec) for key, test in self.status_key}
 
+    def run_facts(self) -> dict[str, Any]:
+        """The registry's facts its role reads (its named namespaces, its certificates), handed to each of its runs
+        and renders as variables (installer.engine.plays.play_variables): data, not code, so the module's hash
+        covers its own facts (installer.engine.fingerprint), not the whole registry."""
+        named = self.namespaces.variables() if isinstance(self.namespaces, Namespaces) else {}
+        return {**named, **{k: v for c in self.certificates for k, v in c.variables().items()}}
+
     def image_keys(self, spec: Spec) -> tuple[str, ...]:
         return self.images(spec) if callable(self.images) else self.images
 
@@ -245,17 +322,17 @@ MODULES: tuple[Module, ...] = (
     Module("preinstall", always, ("persistence.storageClass", "authentication.adminPassword"), console=True,
            core_phase=True, images=("snapshot_controller",),
            releases=(("kube-system", "snapshot-controller"),),
-           namespaces=("kube-system", NAMESPACE, "kubesphere-controls-system", _MONITORING,
-                       "kubesphere-monitoring-federated")),
+           namespaces=Namespaces(NAMESPACE, snapshot="kube-system", preinstall=(
+               "kubesphere-controls-system", _MONITORING, "kubesphere-monitoring-federated"))),
     Module("metrics_server", flag("metrics_server.enabled"),
            ("metrics_server.nodeSelector", "metrics_server.tolerations", "metrics_server.affinity"), ("preinstall",),
            status_key="metricsServer", core_phase=True, images=("metrics_server",), role="metrics-server",
            releases=(("kube-system", "metrics-server"),),
-           namespaces=("kube-system",)),
+           namespaces=Namespaces(metrics_server="kube-system")),
     Module("redis", flag("common.redis.enabled"), ("common.redis", "persistence.storageClass"), ("preinstall",),
            status_key="redis", core_phase=True, images=_redis_images,
            releases=((NAMESPACE, "ks-redis"),), credentials=((NAMESPACE, "redis-secret"),),
-           namespaces=(NAMESPACE,)),
+           namespaces=Namespaces(redis=NAMESPACE)),
     Module("openldap", any_of(flag("common.openldap.enabled"), flag("devops.enabled")),
            ("common.openldap", "persistence.storageClass"), ("preinstall",), status_key="openldap",
            core_phase=True, images=("openldap",),
@@ -264,18 +341,18 @@ MODULES: tuple[Module, ...] = (
     Module("minio", minio_needed, ("common.minio", "persistence.storageClass"), ("preinstall",), status_key="minio",
            core_phase=True, images=("minio", "mc"),
            releases=((NAMESPACE, "ks-minio"),), credentials=((NAMESPACE, "minio"),),
-           namespaces=(NAMESPACE,)),
+           namespaces=Namespaces(minio=NAMESPACE)),
     Module("opensearch", log_store_needed, ("common.opensearch", "common.es", "persistence.storageClass"),
            ("preinstall",), status_key=(("opensearch", internal_opensearch), ("es", internal_es_curator)),
            core_phase=True, images=_opensearch_images,
            releases=tuple((_LOGGING, r) for r in ("opensearch-master", "opensearch-data", "opensearch-logging-curator",
                                                   "opensearch-dashboard", "elasticsearch-logging-curator")),
            credentials=((_LOGGING, "opensearch-credentials"),),
-           namespaces=(_LOGGING,)),
+           namespaces=Namespaces(opensearch=_LOGGING)),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
            core_phase=True, images=("fluentbit_operator", "fluent_bit", "docker"),
-           namespaces=(_LOGGING,)),
+           namespaces=Namespaces(fluentbit=_LOGGING)),
     Module("ks-core", always,
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
@@ -286,8 +363,8 @@ MODULES: tuple[Module, ...] = (
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
                    "bookinfo_ratings_v1"),
            releases=((NAMESPACE, "ks-core"),),
-           credentials=((NAMESPACE, "kubesphere-secret"), (NAMESPACE, "ks-controller-manager-webhook-cert")),
-           namespaces=(NAMESPACE, "kubesphere-controls-system")),
+           credentials=((NAMESPACE, "kubesphere-secret"), _CORE_CERT.ref), certificates=(_CORE_CERT,),
+           namespaces=Namespaces(NAMESPACE, core_controls="kubesphere-controls-system")),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",
             "common.openldap.enabled", "common.monitoring", "common.gpu", "common.es", "common.opensearch",
@@ -304,40 +381,56 @@ MODULES: tuple[Module, ...] = (
            ("preinstall",), after=("servicemesh",), status_key="monitoring", images=_monitoring_images,
            role="ks-monitor",
            releases=((_MONITORING, "notification-manager"), (_MONITORING, "gpu-dcgm-exporter")),
-           credentials=((_MONITORING, "notification-manager-webhook-server-cert"),),
-           namespaces=(_MONITORING, "kube-system", "istio-system")),
+           credentials=(_NM_CERT.ref,), certificates=(_NM_CERT,),
+           namespaces=Namespaces("kube-system", monitor=_MONITORING, monitor_istio="istio-system")),
     Module("alerting", flag("alerting.enabled"),
            ("alerting", "monitoring.nodeSelector", "monitoring.tolerations", "monitoring.affinity",
             "common.monitoring.endpoint", "common.monitoring.type"),
            ("monitoring",), requires=("monitoring",), status_key="alerting", images=("thanos",),
-           namespaces=(_MONITORING,)),
+           namespaces=Namespaces(alerting=_MONITORING)),
     Module("auditing", flag("auditing.enabled"), ("auditing", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key="auditing",
            images=("auditing_operator", "auditing_webhook"),
            releases=((_LOGGING, "kube-auditing"),),
-           namespaces=(_LOGGING,)),
+           namespaces=Namespaces(auditing=_LOGGING)),
     Module("devops", flag("devops.enabled"),
            ("devops", "persistence.storageClass", "common.s3", "servicemesh.enabled"),
            ("ks-core", "openldap", "minio", "monitoring"), status_key="devops", images=_devops_images,
            releases=(("kubesphere-devops-system", "devops"), ("argocd", "devops")),
            credentials=(("kubesphere-devops-system", "devops-jenkins"),),
-           namespaces=("kubesphere-devops-system", "kubesphere-devops-worker", "argocd", _MONITORING)),
+           certificates=(Certificate("devops_s2i", "kubesphere-devops-system", "s2i-webhook-server-cert",
+                                     "webhook-server-service", "s2i-webhook-ca", "webhook-server-service",
+                                     ("caBundle", "tls.crt", "tls.key")),),
+           # Argo CD goes into "argocd" whatever devops.argocd.namespace says, as upstream's did (that reaches
+           # ks-devops only).
+           namespaces=Namespaces(devops="kubesphere-devops-system", devops_worker="kubesphere-devops-worker",
+                                 devops_argocd="argocd", devops_monitoring=_MONITORING)),
     Module("events", flag("events.enabled"), ("events", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key=(("events.ruler", _events_ruler), ("events", always)),
            images=_events_images,
            releases=((_LOGGING, "ks-events"),),
-           namespaces=(_LOGGING,)),
+           certificates=(Certificate("events", _LOGGING, "ks-events-admission", "ks-events-admission",
+                                     "kube-events-admission-ca", "ks-events-admission"),),
+           namespaces=Namespaces(events=_LOGGING)),
     Module("logging", flag("logging.enabled"), ("logging", *_LOG_BACKEND),
            ("ks-core", "opensearch", "fluentbit"), status_key="logging", images=_logging_images,
            releases=((_LOGGING, "logsidecar-injector"),),
-           namespaces=(_LOGGING,)),
+           certificates=(Certificate("logging_injector", _LOGGING, "logsidecar-injector-admission-certs",
+                                     "logsidecar-injector-admission", "logsidecar-injector-admission-ca",
+                                     f"logsidecar-injector-admission.{_LOGGING}.svc",
+                                     ("ca.crt", "server.crt", "server.key")),),
+           namespaces=Namespaces(logging=_LOGGING)),
     Module("multicluster", equals("multicluster.clusterRole", "host"), ("multicluster",), ("ks-core",),
            status_key="multicluster", images=("tower", "kubefed"),
            releases=(("kube-federation-system", "kubefed"),),
-           namespaces=("kube-federation-system", NAMESPACE, "kubesphere-monitoring-federated", "kube-system")),
+           certificates=(Certificate("multicluster", "kube-federation-system", "kubefed-admission-webhook-serving-cert",
+                                     "kubefed-admission-webhook", "kubefed-admission-webhook-ca",
+                                     "kubefed-admission-webhook", type="kubernetes.io/tls"),),
+           namespaces=Namespaces(NAMESPACE, "kube-system", multicluster="kube-federation-system",
+                                 multicluster_federated="kubesphere-monitoring-federated")),
     Module("network", equals("network.topology.type", "weave-scope"), (), ("ks-core",),
            status_key="network.topology", images=("weave_scope",),
-           namespaces=("weave",)),
+           namespaces=Namespaces(network="weave")),
     # The App Store's S3 settings are kubesphere.yaml's (ks-config); upstream wrote no status for it.
     Module("openpitrix", flag("openpitrix.store.enabled"), ("common.s3",), ("ks-core", "minio"),
            images=("openpitrix_jobs",),
@@ -347,16 +440,18 @@ MODULES: tuple[Module, ...] = (
            images=("istio_pilot", "istio_proxyv2", "jaeger_operator", "jaeger_agent", "jaeger_collector",
                    "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali"),
            releases=(("istio-system", "jaeger-operator"), ("istio-system", "kiali-operator")),
-           namespaces=("istio-system",)),
+           namespaces=Namespaces(servicemesh="istio-system")),
     Module("edgeruntime", all_of(flag("edgeruntime.enabled"), flag("edgeruntime.kubeedge.enabled")), ("edgeruntime",),
            ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images,
            releases=(("kubeedge", "cloudcore"), ("kubeedge", "kubeedge")),
-           namespaces=("kubeedge",)),
+           certificates=(Certificate("edgeruntime", "kubeedge", "cloudcore", "cloudcore", "cloudcore-ca", "cloudcore",
+                                     ("streamCA.crt", "stream.crt", "stream.key")),),
+           namespaces=Namespaces(edgeruntime="kubeedge")),
     # Gatekeeper's admission webhook reviews every write once registered: it goes in after the others' objects.
     Module("gatekeeper", flag("gatekeeper.enabled"), ("gatekeeper",), ("preinstall",), status_key="gatekeeper",
            images=("gatekeeper",), last=True,
            releases=(("gatekeeper-system", "gatekeeper"),),
-           namespaces=("gatekeeper-system",)),
+           namespaces=Namespaces(gatekeeper="gatekeeper-system")),
     # Telemetry reports to kubesphere.io; it is opt-in here (upstream phoned home unless told not to). It runs last,
     # as upstream, so the report names the modules installed.
     Module("telemetry", flag("telemetry_enabled"), ("multicluster.clusterRole",), ("ks-core", "ks-config"),

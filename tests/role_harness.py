@@ -61,9 +61,18 @@ def filter_plugins(role: str, name: str) -> ModuleType:
 Objects = list[dict[str, Any]]
 
 
+def registry_facts(name: str) -> dict[str, Any]:
+    """The registry's facts the engine hands every run of the module ``name`` (or of the module whose role it is):
+    its named namespaces and its certificates (installer.modules.Module.run_facts)."""
+    from installer.modules import MODULES
+
+    return next(m for m in MODULES if name in (m.name, m.role)).run_facts()
+
+
 def engine_vars(module: str) -> dict[str, Any]:
     """The variables the engine gives every playbook of ``module`` besides the spec and cluster facts."""
-    return {"ks_module": module, "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1"}
+    return {"ks_module": module, "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1",
+            **registry_facts(module)}
 
 
 def render_scenarios(role: str, fact: str, scenarios: dict[str, dict[str, Any]], out: Path,

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import ConflictError, DynamicApiError, ResourceNotFoundError
+from kubernetes.dynamic.exceptions import DynamicApiError, NotFoundError, ResourceNotFoundError
 
-from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, argument_spec, task_plugin
+from installer.ansible_tasks import WARNINGS_KEY, TaskFailed, argument_spec, preview_params, task_plugin
 from installer.escape import escaped
 from installer.objects.api_errors import api_reason
 from installer.objects.kube import api_client
@@ -213,11 +214,15 @@ def _ident(obj: dict[str, Any]) -> str:
     return f"{obj['kind']}/{meta['namespace'] + '/' if meta.get('namespace') else ''}{meta['name']}"
 
 
+def _rule_ref(rule: dict[str, Any]) -> str:
+    return f"{rule['metadata']['namespace']}/{rule['metadata']['name']}"
+
+
 class Cluster:
     """The few API calls the module makes (a class, so the logic above stays testable without a cluster)."""
 
-    def __init__(self) -> None:
-        self.dyn = DynamicClient(api_client())
+    def __init__(self, api: Any = None) -> None:
+        self.dyn = DynamicClient(api if api is not None else api_client())
 
     def resource(self, api_version: str, kind: str) -> Any:
         try:
@@ -237,65 +242,156 @@ class Cluster:
                   body={"metadata": {"labels": labels}}, content_type="application/merge-patch+json",
                   field_manager=ALERTING_FIELD_MANAGER)
 
-    def create(self, group: dict[str, Any]) -> str:
-        """``created``; ``done`` when a group from the same rule exists; ``taken`` when another one holds the name."""
+    def _groups(self, group: dict[str, Any]) -> Any:
         res = self.resource(group["apiVersion"], group["kind"])
         if res is None:
             raise RuntimeError(f"{group['kind']} ({group['apiVersion']}) is not served: its CustomResourceDefinition, "
                                "which the ks-core module installs, is missing")
-        namespace = group["metadata"].get("namespace")
+        return res
+
+    def group(self, group: dict[str, Any]) -> dict[str, Any] | None:
+        """The live group of ``group``'s kind, namespace and name, or None."""
         try:
-            res.create(body=group, namespace=namespace, field_manager=ALERTING_FIELD_MANAGER)
-            return "created"
-        except ConflictError:
-            live = res.get(name=group["metadata"]["name"], namespace=namespace).to_dict()
-        origin = ((live.get("metadata") or {}).get("annotations") or {}).get(ORIGIN_ANNOTATION)
-        return "done" if origin == group["metadata"]["annotations"][ORIGIN_ANNOTATION] else "taken"
+            return self._groups(group).get(name=group["metadata"]["name"],
+                                           namespace=group["metadata"].get("namespace")).to_dict()
+        except NotFoundError:
+            return None
+
+    def create(self, group: dict[str, Any]) -> None:
+        self._groups(group).create(body=group, namespace=group["metadata"].get("namespace"),
+                                   field_manager=ALERTING_FIELD_MANAGER)
+
+
+# --- Decisions (reads only): what a run writes, and what its preview shows ----------------------------------------
+
+
+def relabelled(labels: dict[str, Any]) -> list[str]:
+    """The label changes the relabelling makes to a rule with ``labels`` (as a change's field lines)."""
+    out = []
+    for key, value in RELABEL.items():
+        path = f"metadata.labels.{key}"
+        if value is None:
+            if key in labels:
+                out.append(f"{path}: - {json.dumps(labels[key])}")
+        elif key not in labels:
+            out.append(f"{path}: + {json.dumps(value)}")
+        elif labels[key] != value:
+            out.append(f"{path}: {json.dumps(labels[key])} -> {json.dumps(value)}")
+    return out
+
+
+def legacy_rules(cluster: Any) -> list[dict[str, Any]]:
+    """The legacy Thanos Ruler rules to relabel."""
+    return cluster.rules(LEGACY_SELECTOR)
+
+
+def pending_rules(cluster: Any, namespace: str) -> list[dict[str, Any]]:
+    """The v1beta1 custom rules not migrated yet: cluster-level ones in ``namespace``, namespace-level ones anywhere."""
+    return [*cluster.rules(f"{LEVEL_LABEL}=cluster,{MIGRATED_LABEL}!=true", namespace),
+            *cluster.rules(f"{LEVEL_LABEL}=namespace,{MIGRATED_LABEL}!=true")]
+
+
+def _origin(group: dict[str, Any]) -> Any:
+    return ((group.get("metadata") or {}).get("annotations") or {}).get(ORIGIN_ANNOTATION)
+
+
+@dataclass
+class Migration:
+    """What migrating one v1beta1 rule does: each group created or found done (in order), or why it is skipped."""
+
+    rule: dict[str, Any]
+    groups: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    """``(create | existing, group)``."""
+    skipped: str | None = None
+
+
+class Placer:
+    """Where each migrated group goes: its name, or its name with a hash suffix when a group from another rule holds
+    it (live, or placed earlier by the same migration). Reads only."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.placed: dict[tuple[str, Any, str], dict[str, Any]] = {}
+
+    def _holder(self, group: dict[str, Any]) -> dict[str, Any] | None:
+        key = (group["kind"], group["metadata"].get("namespace"), group["metadata"]["name"])
+        return self.placed[key] if key in self.placed else self.cluster.group(group)
+
+    def place(self, group: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """``create`` or ``existing`` (a group from the same rule holds the name: an interrupted run's), and the group
+        under the name it takes. Skipped when both names hold other rules."""
+        for candidate in (group, _suffixed(group)):
+            holder = self._holder(candidate)
+            if holder is None:
+                return "create", candidate
+            if _origin(holder) == _origin(candidate):
+                return "existing", candidate
+        raise Skipped(f"{_ident(_suffixed(group))} and its name without the suffix hold other rules")
+
+    def migration(self, rule: dict[str, Any]) -> Migration:
+        """The rule's groups, each placed; a rule that cannot be migrated is skipped (nothing of it is placed)."""
+        out = Migration(rule)
+        try:
+            for group in migrate(rule):
+                outcome, group = self.place(group)
+                out.groups.append((outcome, group))
+                self.placed[(group["kind"], group["metadata"].get("namespace"), group["metadata"]["name"])] = group
+        except (Skipped, ValueError, TypeError, AttributeError, KeyError) as exc:
+            for _, group in out.groups:
+                self.placed.pop((group["kind"], group["metadata"].get("namespace"), group["metadata"]["name"]), None)
+            why = str(exc) if isinstance(exc, Skipped) else f"not a rule this installer can read ({type(exc).__name__})"
+            return Migration(rule, skipped=why)
+        return out
+
+
+def migrations(cluster: Any, namespace: str) -> list[Migration]:
+    """Every pending rule's migration, decided in order against the cluster as the run leaves it."""
+    placer = Placer(cluster)
+    return [placer.migration(rule) for rule in pending_rules(cluster, namespace)]
+
+
+# --- The run's writes ---------------------------------------------------------------------------------------------
 
 
 def relabel(cluster: Any) -> list[str]:
     done = []
-    for rule in cluster.rules(LEGACY_SELECTOR):
+    for rule in legacy_rules(cluster):
         cluster.label_rule(rule, RELABEL)
-        done.append(f"{rule['metadata']['namespace']}/{rule['metadata']['name']}")
+        done.append(_rule_ref(rule))
     return done
 
 
-def _create(cluster: Any, group: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """Create ``group`` (under a suffixed name when another rule holds its name): the outcome and the group."""
-    outcome = cluster.create(group)
-    if outcome == "taken":
-        group = _suffixed(group)
-        outcome = cluster.create(group)
-        if outcome == "taken":
-            raise Skipped(f"{_ident(group)} and its name without the suffix hold other rules")
-    return outcome, group
+def _skipped(rule: dict[str, Any], why: str) -> str:
+    return f"PrometheusRule {_rule_ref(rule)}: {why}; left as it is"
 
 
 def migrate_all(cluster: Any, namespace: str) -> dict[str, list[str]]:
-    """Migrate every v1beta1 custom PrometheusRule not yet migrated; label each once all its groups exist. A tenant's
-    rule that cannot be migrated (a threshold out of range, an annotation nested too deep, rule group names taken,
-    a group the API server refuses) is left unlabelled and listed in ``skipped``: it never stops the module."""
+    """Migrate every v1beta1 custom PrometheusRule not yet migrated (:func:`migrations`); label each once all its
+    groups exist. A tenant's rule that cannot be migrated (a threshold out of range, an annotation nested too deep,
+    rule group names taken, a group the API server refuses) is left unlabelled and listed in ``skipped``: it never
+    stops the module."""
     out: dict[str, list[str]] = {"migrated": [], "created": [], "existing": [], "skipped": []}
-    pending = [*cluster.rules(f"{LEVEL_LABEL}=cluster,{MIGRATED_LABEL}!=true", namespace),
-               *cluster.rules(f"{LEVEL_LABEL}=namespace,{MIGRATED_LABEL}!=true")]
-    for rule in pending:
-        where = f"PrometheusRule {rule['metadata']['namespace']}/{rule['metadata']['name']}"
+    for migration in migrations(cluster, namespace):
+        rule = migration.rule
+        if migration.skipped is not None:
+            out["skipped"].append(_skipped(rule, migration.skipped))
+            continue
         try:
-            for group in migrate(rule):
-                try:
-                    outcome, group = _create(cluster, group)
-                except DynamicApiError as exc:
-                    if exc.status not in (400, 422):
-                        raise
-                    raise Skipped(f"the API server refused {_ident(group)}: {escaped(api_reason(exc), 200)}") from None
-                out["created" if outcome == "created" else "existing"].append(_ident(group))
-        except (Skipped, ValueError, TypeError, AttributeError, KeyError) as exc:
-            why = str(exc) if isinstance(exc, Skipped) else f"not a rule this installer can read ({type(exc).__name__})"
-            out["skipped"].append(f"{where}: {why}; left as it is")
+            for outcome, group in migration.groups:
+                if outcome == "create":
+                    try:
+                        cluster.create(group)
+                    except DynamicApiError as exc:
+                        if exc.status not in (400, 409, 422):
+                            raise
+                        raise Skipped(f"the API server refused {_ident(group)}: "
+                                      f"{escaped(api_reason(exc), 200)}") from None
+                out["created" if outcome == "create" else "existing"].append(_ident(group))
+        except Skipped as exc:
+            out["skipped"].append(_skipped(rule, str(exc)))
             continue
         cluster.label_rule(rule, {MIGRATED_LABEL: "true"})
-        out["migrated"].append(f"{rule['metadata']['namespace']}/{rule['metadata']['name']}")
+        out["migrated"].append(_rule_ref(rule))
     return out
 
 
@@ -311,3 +407,39 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed(f"{type(exc).__name__}: {exc}", **result) from exc
     return {"changed": bool(result["relabelled"] or result["migrated"] or result["created"]), **result,
             WARNINGS_KEY: [f"custom alerting rule not migrated: {why}" for why in result["skipped"]]}
+
+
+# --- Preview ------------------------------------------------------------------------------------------------------
+
+
+def changes(cluster: Any, p: dict[str, Any]) -> list[Any]:
+    """What :func:`run` would write, one change per object (``installer.objects.results.Change``): each legacy rule
+    relabelled, each rule group created, each migrated rule labelled, each rule left as it is (kept, with why)."""
+    from installer.objects.results import Change
+
+    out = []
+    if p["relabel"]:
+        for rule in legacy_rules(cluster):
+            fields = relabelled(rule["metadata"].get("labels") or {})
+            out.append(Change(f"PrometheusRule/{_rule_ref(rule)}", "update", fields,
+                              note="relabelled for KubeSphere v3.4's Thanos Ruler"))
+    if p["migrate"]:
+        for migration in migrations(cluster, p["namespace"]):
+            ref = f"PrometheusRule/{_rule_ref(migration.rule)}"
+            if migration.skipped is not None:
+                out.append(Change(ref, "kept", note=f"not migrated: {migration.skipped}"))
+                continue
+            for outcome, group in migration.groups:
+                if outcome == "create":
+                    out.append(Change(_ident(group), "create", note=f"migrated from {ref}", body=group))
+            done = [_ident(g) for outcome, g in migration.groups if outcome == "existing"]
+            note = "migrated" + (f" (already there: {', '.join(done)})" if done else "")
+            out.append(Change(ref, "update", [f"metadata.labels.{MIGRATED_LABEL}: + \"true\""], note=note))
+    return out
+
+
+def preview(args: dict[str, Any], api: Any, recorded: dict[str, Any] | None = None) -> list[Any]:
+    """:func:`changes` against the cluster (reads only; offline, none: there is nothing to migrate from)."""
+    if api is None:
+        return []
+    return changes(Cluster(api), preview_params(ARGUMENT_SPEC, args))

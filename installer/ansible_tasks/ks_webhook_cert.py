@@ -29,9 +29,10 @@ options:
   namespace: {description: Namespace of the Secret and of the webhook Service., type: str, required: true}
   service: {description: Name of the webhook Service the certificate is for., type: str, required: true}
   renew_before_days: {description: Renew when a certificate expires within this many days., type: int, default: 30}
-  secret: {description: The Secret's name., type: str, default: ks-controller-manager-webhook-cert}
-  ca_name: {description: The CA's common name., type: str, default: ks-controller-manager-ca}
-  cert_name: {description: The certificate's common name., type: str, default: ks-core-admission-webhook}
+  secret: {description: The Secret's name (a module's certificates are the registry's Module.certificates).,
+           type: str, required: true}
+  ca_name: {description: The CA's common name., type: str, required: true}
+  cert_name: {description: The certificate's common name., type: str, required: true}
   keys:
     description: The Secret's keys for the CA certificate, the certificate and its private key, in that order.
     type: list

@@ -3,7 +3,9 @@
 hash = sha256(canonical JSON of its normalised inputs + digest of all code the module runs). The code is its install
 play (installer.engine.plays: playbooks/install.yaml as it runs for the module, or the file that replaces it), the
 roles that play uses (with their meta dependencies and filter plugins), the installer's ``ks_*`` tasks those roles call
-(``installer/ansible_tasks``) and the engine files those import (followed transitively: the Ansible side).
+(``installer/ansible_tasks``) and the engine files those import (followed transitively: the Ansible side); with it,
+the module's own registry facts its runs receive as data (Module.run_facts: its namespaces and certificates), not the
+registry's file.
 Equal hashes mean re-running the module would change nothing; a change to a file re-runs exactly the modules that
 execute it, and an installer upgrade that changes none of them (the engine alone, or only its version) runs none.
 """
@@ -148,13 +150,17 @@ def engine_code(sources: list[Path], engine_dir: Path = ENGINE_DIR) -> list[Path
     return sorted(seen)
 
 
-def _digest_paths(paths: list[Path], play: tuple[str, str] | None = None) -> str:
-    """Digest of the files under ``paths``, each named by its root's name, after ``play`` (file name, text)."""
+def _digest_paths(paths: list[Path], play: tuple[str, str] | None = None, facts: dict[str, Any] | None = None) -> str:
+    """Digest of the files under ``paths``, each named by its root's name, after ``play`` (file name, text) and the
+    module's registry ``facts`` (Module.run_facts)."""
     h = hashlib.sha256()
     if play is not None:
         h.update(f"{play[0]}/".encode())
         h.update(b"\0")
         h.update(play[1].encode())
+    if facts:
+        h.update(b"facts\0")
+        h.update(canonical(facts).encode())
     for root in paths:
         files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
         for f in files:
@@ -180,9 +186,10 @@ def code_files(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
 @cache
 def files_digest(module: Module, roles_dir: Path, engine_dir: Path = ENGINE_DIR,
                  plays_dir: Path | None = None) -> str:
-    """Digest of the module's install play and its :func:`code_files`."""
+    """Digest of the module's install play, its registry facts (the data its role reads: Module.run_facts) and its
+    :func:`code_files`."""
     play = (file_name(module), play_text(module, plays_dir=plays_dir))
-    return _digest_paths(code_files(module, roles_dir, engine_dir, plays_dir), play)
+    return _digest_paths(code_files(module, roles_dir, engine_dir, plays_dir), play, module.run_facts())
 
 
 class DigestCache:

@@ -27,9 +27,10 @@ def file_name(module: Module, uninstall: bool = False) -> str:
     return f"{module.name}-uninstall.yaml" if uninstall else f"{module.name}.yaml"
 
 
-def play_variables(module: Module) -> dict[str, str]:
-    """The variables the shared plays take: the module's name and its role."""
-    return {"ks_module": module.name, "ks_role": module.role}
+def play_variables(module: Module) -> dict[str, Any]:
+    """The variables the shared plays take: the module's name and its role; and the registry's facts its role reads
+    (Module.run_facts: its namespaces and certificates), for its runs and renders alike."""
+    return {"ks_module": module.name, "ks_role": module.role, **module.run_facts()}
 
 
 def shared_playbook(uninstall: bool = False, home: Path | None = None) -> Path:
@@ -37,7 +38,7 @@ def shared_playbook(uninstall: bool = False, home: Path | None = None) -> Path:
     return (home or playbooks_home()) / (UNINSTALL if uninstall else INSTALL)
 
 
-def _filled(value: Any, variables: dict[str, str]) -> Any:
+def _filled(value: Any, variables: dict[str, Any]) -> Any:
     """``value`` with each ``{{ ks_module }}`` and ``{{ ks_role }}`` in its strings replaced by the module's."""
     if isinstance(value, str):
         return _VARIABLE.sub(lambda m: variables[m.group(1)], value)

@@ -259,8 +259,8 @@ def _ordered(objects: list[Obj]) -> list[Obj]:
 
 def previewed() -> tuple[tuple[str, ...], ...]:
     """The ``ks_*`` tasks a preview asks what they would do (each its ``preview()``), in the order the plan lists
-    them: those that generate credentials, ks_rollout, ks_metadata."""
-    return generators(), ("ks_rollout",), ("ks_metadata",)
+    them: those that generate credentials, ks_rollout, ks_metadata, ks_alert_rules."""
+    return generators(), ("ks_rollout",), ("ks_metadata",), ("ks_alert_rules",)
 
 
 def task_changes(run: Rendered, api: Any, groups: Iterable[tuple[str, ...]] | None = None) -> list[Change]:

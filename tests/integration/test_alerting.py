@@ -1,7 +1,8 @@
 """The alerting module through the engine on the simulated cluster: install (ThanosRuler kubesphere and its
 companions, GlobalRuleGroup thanos-rule, status and kubesphere-config), a replicas change that re-runs alerting alone
-and migrates a v1beta1 custom rule fixture (and relabels a legacy Thanos Ruler rule), uninstall (the module's objects
-and status gone, the migrated rule groups kept), re-enable (nothing migrated twice).
+and migrates a v1beta1 custom rule fixture (and relabels a legacy Thanos Ruler rule), which ``plan --objects`` lists
+object by object first, uninstall (the module's objects and status gone, the migrated rule groups kept), re-enable
+(nothing migrated twice).
 
 prometheus-operator does not run here (kwok only simulates kubelets), so the ThanosRuler is checked as an object;
 its StatefulSet is the operator's and nothing waits for it (upstream did not either)."""
@@ -9,6 +10,7 @@ its StatefulSet is the operator's and nothing waits for it (upstream did not eit
 from __future__ import annotations
 
 import contextlib
+import json
 from typing import Any
 
 import pytest
@@ -109,6 +111,25 @@ def test_alerting_install_change_migrate_uninstall_and_reenable(installer: Insta
             installer.custom.create_namespaced_custom_object(*MON, rule["metadata"]["namespace"], "prometheusrules",
                                                              rule)
         installer.apply_cc(alerting={"enabled": True, "thanosruler": {"replicas": 3}})
+        # Previewed first: the rules relabelled and labelled migrated, the groups created (reads only).
+        proc = installer.cli("plan", "--objects", "-o", "json")
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        (module,) = [m for m in json.loads(proc.stdout)["modules"] if m["module"] == "alerting"]
+        planned = {o["object"]: (o["action"], o["fields"]) for o in module["objects"]
+                   if not o["object"].startswith(("ThanosRuler/", "GlobalRuleGroup/")) and o["action"] != "unchanged"}
+        migrated = ['metadata.labels.migrated-to-alerting-v2beta1: + "true"']
+        assert planned == {
+            "PrometheusRule/default/test-legacy-thanos": ("update", [
+                'metadata.labels.thanos-ruler: + "kubesphere"',
+                'metadata.labels.role: "thanos-alerting-rules" -> "alert-rules"',
+                'metadata.labels.thanosruler: - "thanos-ruler"']),
+            f"ClusterRuleGroup/{NODE_RULE['alert']}": ("create", []),
+            f"PrometheusRule/{NS}/test-custom-cluster": ("update", migrated),
+            f"RuleGroup/default/{WORKLOAD_RULE['alert']}": ("create", []),
+            "PrometheusRule/default/test-custom-namespace": ("update", migrated)}, planned
+        assert get(installer, ALERTING, "clusterrulegroups", NODE_RULE["alert"], None) is None
+        assert MIGRATED not in labels(installer, "test-custom-cluster", NS)
+        assert "thanosruler" in labels(installer, "test-legacy-thanos", "default")
         assert installer.reconcile_ok() == ["alerting"]
         assert get(installer, MON, "thanosrulers", "kubesphere")["spec"]["replicas"] == 3
         assert labels(installer, "test-legacy-thanos", "default") == {"thanos-ruler": "kubesphere",

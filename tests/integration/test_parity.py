@@ -37,7 +37,7 @@ from parity_content import Facts, cluster_facts, compare
 from render_check import render_differences
 
 from installer.engine.status import condition_of
-from installer.modules import MODULES
+from installer.modules import MODULES, get_module
 from installer.settings import MODULE_LABEL
 from installer.spec import merge
 
@@ -326,7 +326,8 @@ def test_pods_admitted_with_every_webhook_and_after_switching_some_off(snapshots
     uninstalls leave none of their webhook configurations and Pods are still admitted."""
     assert snapshots["all"].failure is None, "the all-modules reconcile failed (test_one_change_reconciles)"
     installer, core = snapshots.installer, client.CoreV1Api(kube_api)
-    rev, istio_ns = MESH_DEFAULTS["ks_servicemesh_revision"], MESH_DEFAULTS["ks_servicemesh_namespace"]
+    rev = MESH_DEFAULTS["ks_servicemesh_revision"]
+    istio_ns = get_module("servicemesh").run_facts()["ks_servicemesh_namespace"]
     meshed = f"parity-mesh-{uuid.uuid4().hex[:6]}"
     core.create_namespace({"apiVersion": "v1", "kind": "Namespace",
                            "metadata": {"name": meshed, "labels": {"istio.io/rev": rev}}})

@@ -1,7 +1,7 @@
 """Adding a module takes its registry entry and its role, nothing else: a copy of the installer with one more
 ``Module`` in installer/modules.py and one more role under roles/ installs it when its switch turns on (the generic
-plays, the change set, the status and the log as for any module) and uninstalls it when the switch turns off, on the
-default platform, running nothing else of it."""
+plays, the change set, the status and the log as for any module; its namespace from its entry, as its run's
+variable) and uninstalls it when the switch turns off, on the default platform, running nothing else of it."""
 
 from __future__ import annotations
 
@@ -23,21 +23,22 @@ from .test_adoption import run_actions
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 
 TOY_NAMESPACE = "toy-system"
-#: The registry entry: on with Calico IP pools (a switch the schema already has), after ks-core.
+#: The registry entry: on with Calico IP pools (a switch the schema already has), after ks-core; its namespace, which
+#: its role reads as ks_toy_namespace.
 ENTRY = f"""    Module("toy", equals("network.ippool.type", "calico"), ("network.ippool",), ("ks-core",),
-           workloads=False, namespaces=("{TOY_NAMESPACE}",)),
+           workloads=False, namespaces=Namespaces(toy="{TOY_NAMESPACE}")),
 """
 ROLE = {
-    "tasks/main.yaml": f"""---
+    "tasks/main.yaml": """---
 - name: Toy | Apply its namespace and settings
   ks_manifest:
-    module: "{{{{ ks_module }}}}"
+    module: "{{ ks_module }}"
     definition:
-      - {{apiVersion: v1, kind: Namespace, metadata: {{name: {TOY_NAMESPACE}}}}}
+      - {apiVersion: v1, kind: Namespace, metadata: {name: "{{ ks_toy_namespace }}"}}
       - apiVersion: v1
         kind: ConfigMap
-        metadata: {{name: toy-settings, namespace: {TOY_NAMESPACE}}}
-        data: {{ippool: "{{{{ network.ippool.type }}}}"}}
+        metadata: {name: toy-settings, namespace: "{{ ks_toy_namespace }}"}
+        data: {ippool: "{{ network.ippool.type }}"}
 """,
     "tasks/uninstall.yaml": """---
 - name: Toy | Remove what it made

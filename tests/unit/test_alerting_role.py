@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from installer_state import upstream_objects
-from role_harness import Objects, find, keys, render_scenarios
+from role_harness import Objects, engine_vars, find, keys, render_scenarios
 
 from installer.ansible_tasks import ks_alert_rules
 from installer.config.defaults import apply_defaults
@@ -46,8 +46,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
     del no_endpoint["common"]["monitoring"]["endpoint"]
     scenarios["no_endpoint"] = {**no_endpoint, "nodeNum": 1}
     return render_scenarios("alerting", "ks_alerting_objects", scenarios, tmp_path_factory.mktemp("alerting"),
-                            {"ks_module": "alerting", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1",
-                             "kubernetes_version": "v1.34.4"})
+                            {**engine_vars("alerting"), "kubernetes_version": "v1.34.4"})
 
 
 def ruler(objects: Objects) -> dict[str, Any]:
@@ -241,14 +240,13 @@ class FakeCluster:
             else:
                 live["metadata"]["labels"][key] = value
 
-    def create(self, group: dict[str, Any]) -> str:
+    def group(self, group: dict[str, Any]) -> dict[str, Any] | None:
+        return self.groups.get((group["kind"], group["metadata"].get("namespace"), group["metadata"]["name"]))
+
+    def create(self, group: dict[str, Any]) -> None:
         key = (group["kind"], group["metadata"].get("namespace"), group["metadata"]["name"])
-        if key not in self.groups:
-            self.groups[key] = group
-            return "created"
-        origin = "installer.kubesphere.io/migrated-from"
-        live = (self.groups[key]["metadata"].get("annotations") or {}).get(origin)
-        return "done" if live == group["metadata"]["annotations"][origin] else "taken"
+        assert key not in self.groups, f"{key} created over an existing group"
+        self.groups[key] = group
 
 
 def test_relabel_and_migrate_once() -> None:
@@ -316,3 +314,44 @@ def test_tenants_rules_that_cannot_be_migrated_are_skipped_and_reported() -> Non
     labelled = [r["metadata"]["name"] for r in fake.prometheus_rules
                 if r["metadata"]["labels"].get("migrated-to-alerting-v2beta1") == "true"]
     assert labelled == ["ok"]
+
+
+def test_the_preview_shows_what_the_run_then_writes_and_writes_nothing() -> None:
+    """Relabelled rules, created groups (under the names the run gives them) and labelled originals, one change per
+    object, from reads alone; then the run writes exactly those."""
+    lib = library()
+    legacy = {"metadata": {"name": "old", "namespace": "demo",
+                           "labels": {"thanosruler": "thanos-ruler", "role": "thanos-alerting-rules"}}}
+    users = {"kind": "RuleGroup", "metadata": {"name": "memory-of-deploy", "namespace": "demo"}}
+    huge = _with_rules(NODE_RULE, rules=NODE_RULE["annotations"]["rules"].replace('"70"', '"1e5000"'))
+    fake = FakeCluster([legacy, prometheus_rule("c", NS, "cluster", NODE_RULE),
+                        prometheus_rule("n", "demo", "namespace", WORKLOAD_RULE, WORKLOAD_RULE),
+                        prometheus_rule("huge", "demo", "namespace", huge)], [users])
+    before = json.dumps([fake.prometheus_rules, sorted(map(str, fake.groups))])
+    p = {"namespace": NS, "relabel": True, "migrate": True}
+    changes = lib.changes(fake, p)
+    assert json.dumps([fake.prometheus_rules, sorted(map(str, fake.groups))]) == before  # nothing written
+    shown = [(c.ref, c.action, c.fields) for c in changes]
+    suffixed = [c.ref for c in changes if c.ref.startswith("RuleGroup/demo/memory-of-deploy-")]
+    assert shown == [
+        ("PrometheusRule/demo/old", "update", ['metadata.labels.thanos-ruler: + "kubesphere"',
+                                               'metadata.labels.role: "thanos-alerting-rules" -> "alert-rules"',
+                                               'metadata.labels.thanosruler: - "thanos-ruler"']),
+        ("ClusterRuleGroup/node-cpu-high", "create", []),
+        (f"PrometheusRule/{NS}/c", "update", ['metadata.labels.migrated-to-alerting-v2beta1: + "true"']),
+        (suffixed[0], "create", []), (suffixed[1], "create", []),
+        ("PrometheusRule/demo/n", "update", ['metadata.labels.migrated-to-alerting-v2beta1: + "true"']),
+        ("PrometheusRule/demo/huge", "kept", [])]
+    assert len(set(suffixed)) == 2  # the two same-named rules: a name each, not the user's
+    assert changes[1].body["spec"]["rules"] == [lib.migrate_rule(NODE_RULE)]
+    assert changes[-1].note.startswith("not migrated: group 0 rule 0 (alert node-cpu-high): its threshold 1e5000")
+
+    relabelled = lib.relabel(fake)
+    out = lib.migrate_all(fake, NS)
+    assert [f"PrometheusRule/{r}" for r in relabelled] == [shown[0][0]]
+    assert sorted(out["created"]) == sorted(c.ref for c in changes if c.action == "create")
+    assert [f"PrometheusRule/{r}" for r in out["migrated"]] == [
+        c.ref for c in changes if c.ref.startswith("PrometheusRule/") and c.fields and "migrated" in c.fields[0]]
+    assert [s.split(":")[0] for s in out["skipped"]] == ["PrometheusRule demo/huge"]
+    # Done: the preview of the next run shows nothing to write.
+    assert [(c.ref, c.action) for c in lib.changes(fake, p)] == [("PrometheusRule/demo/huge", "kept")]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from installer_state import upstream_kinds
-from role_harness import run_play
+from role_harness import engine_vars, run_play
 
 from installer.config.defaults import apply_defaults
 
@@ -56,8 +56,7 @@ def _play(out: Path) -> dict[str, Any]:
                       "{{ {'main': ks_core_objects, 'token': ks_core_token_objects, 'webhooks': ks_core_webhooks,"
                       " 'builtin': ks_core_builtin_annotations} | to_json }}")}}]
     return {"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
-            "vars": {"ks_module": "ks-core", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1",
-                     "nodeNum": 3, "kubernetes_version": "v1.34.4"}}
+            "vars": {**engine_vars("ks-core"), "nodeNum": 3, "kubernetes_version": "v1.34.4"}}
 
 
 @pytest.fixture(scope="module")

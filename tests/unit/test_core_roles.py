@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_harness import REPO, filter_plugins, run_play
+from role_harness import REPO, engine_vars, filter_plugins, run_play
 
 from installer.config.defaults import apply_defaults
 from installer.spec import leaves
@@ -101,7 +101,7 @@ def _play(out: Path) -> dict[str, Any]:
                       "rescue": [{"ansible.builtin.copy": {"content": "{{ ansible_failed_result.msg }}",
                                                            "dest": result}}]})
     return {"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
-            "vars": {"ks_module": "test", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1", "nodeNum": 1}}
+            "vars": {**engine_vars("ks-core"), "ks_module": "test", "nodeNum": 1}}
 
 
 @pytest.fixture(scope="module")

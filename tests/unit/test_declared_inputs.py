@@ -28,7 +28,7 @@ from installer_state import DEFAULT_CC
 
 from installer.config import apply_defaults
 from installer.config.validate import schema
-from installer.engine.plays import plays_of
+from installer.engine.plays import play_variables, plays_of
 from installer.modules import MODULES, Module
 from installer.objects.images import catalogue, spec_refs
 from installer.preview.render import WORLD, Host, run_hosts
@@ -189,7 +189,7 @@ def _set(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 def run_variants(module: Module, specs: dict[str, dict[str, Any]], out: Path) -> dict[str, Any]:
     """Each variant's recorded module calls (or the task that failed); ``out`` is a new directory."""
     out.mkdir(parents=True)
-    hosts = {f"v{i}": Host(plays_of(module), {**spec, **FACTS, "ks_module": module.name, "ks_action": "install"})
+    hosts = {f"v{i}": Host(plays_of(module), {**spec, **FACTS, **play_variables(module), "ks_action": "install"})
              for i, spec in enumerate(specs.values())}
     results = run_hosts(hosts, out, REPO / "roles", world=WORLD)
     return {name: results[host] for name, host in zip(specs, hosts, strict=True)}

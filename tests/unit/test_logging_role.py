@@ -10,7 +10,7 @@ import pytest
 import upstream_fixture
 import yaml
 from installer_state import upstream_objects
-from role_harness import Objects, find, keys, pod, render_scenarios
+from role_harness import Objects, find, keys, pod, registry_facts, render_scenarios
 
 from installer.config.defaults import apply_defaults
 
@@ -235,15 +235,14 @@ def test_certificate_is_generated_and_never_pruned() -> None:
     (cert,) = [t for t in tasks if "ks_webhook_cert" in t]
     assert "no_log" not in cert  # no key in or out (the CA is public); why it replaced one must show
     assert cert["ks_webhook_cert"]["secret"] == "{{ ks_logging_injector_cert.secret }}"
-    defaults = yaml.safe_load((REPO / "roles" / "logging" / "defaults" / "main.yaml").read_text())
-    assert defaults["ks_logging_injector_cert"]["keys"] == ["ca.crt", "server.crt", "server.key"]
+    assert registry_facts("logging")["ks_logging_injector_cert"]["keys"] == ["ca.crt", "server.crt", "server.key"]
 
 
 def test_webhook_after_its_backend_and_removed_before_it() -> None:
     names = [t["name"] for t in _tasks("main.yaml")]
     register = names.index("Logging | Register MutatingWebhookConfiguration {{ ks_logging_injector_webhook }}")
     wait = names.index("Logging | Wait for Deployment {{ ks_logging_namespace }}/{{ ks_logging_injector_deployment }}")
-    endpoints = names.index("Logging | Wait for the endpoints of Service {{ ks_logging_injector_service }}")
+    endpoints = names.index("Logging | Wait for the endpoints of Service {{ ks_logging_injector_cert.service }}")
     assert wait < endpoints < register
     # Turned off: the webhook and certificate go before the apply (the engine's prune removes the injector after).
     assert names.index("Logging | Remove the logsidecar-injector webhook and certificate") < next(

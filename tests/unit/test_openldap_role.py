@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_harness import run_play
+from role_harness import engine_vars, run_play
 
 from installer.config.defaults import apply_defaults
 
@@ -55,8 +55,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Objects]:
                   {"ansible.builtin.copy": {"content": "{{ ks_openldap_objects | to_json }}",
                                             "dest": str(out / f"{name}.json")}}]
     run_play({"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
-              "vars": {"ks_module": "openldap", "ks_namespace": NS, "ks_version": "v3.4.1", "nodeNum": 3,
-                       "ks_master_num": 1}}, out)
+              "vars": {**engine_vars("openldap"), "ks_namespace": NS, "nodeNum": 3, "ks_master_num": 1}}, out)
     return {name: {(o["kind"], o["metadata"].get("namespace") or "", o["metadata"]["name"]): o
                    for o in json.loads((out / f"{name}.json").read_text())} for name in SCENARIOS}
 

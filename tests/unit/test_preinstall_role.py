@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from role_harness import filter_plugins, run_play
+from role_harness import engine_vars, filter_plugins, run_play
 
 from installer.config.defaults import apply_defaults
 
@@ -42,8 +42,7 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
                   {"ansible.builtin.copy": {"content": "{{ ks_preinstall_objects | to_json }}",
                                             "dest": str(out / f"{name}.json")}}]
     run_play({"hosts": "localhost", "gather_facts": False, "roles": ["kubesphere-defaults"], "tasks": tasks,
-              "vars": {"ks_module": "preinstall", "ks_namespace": "kubesphere-system", "ks_version": "v3.4.1",
-                       "nodeNum": 1}}, out)
+              "vars": {**engine_vars("preinstall"), "nodeNum": 1}}, out)
     return out
 
 

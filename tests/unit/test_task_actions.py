@@ -53,7 +53,9 @@ CALLS: dict[str, dict[str, Any]] = {
     "ks_random_secret": {"module": "redis", "namespace": "kubesphere-system", "name": "s", "key": "k"},
     "ks_rollout": {"namespace": "kubesphere-system", "deployments": ["ks-apiserver"], "value": "v"},
     "ks_telemetry": {"url": "http://127.0.0.1:9/"},
-    "ks_webhook_cert": {"module": "ks-core", "namespace": "kubesphere-system", "service": "ks-controller-manager"},
+    "ks_webhook_cert": {"module": "ks-core", "namespace": "kubesphere-system", "service": "ks-controller-manager",
+                        "secret": "ks-controller-manager-webhook-cert", "ca_name": "ks-controller-manager-ca",
+                        "cert_name": "ks-core-admission-webhook"},
 }
 KUBECONFIG = {"apiVersion": "v1", "kind": "Config", "current-context": "from-task-environment", "contexts": [],
               "clusters": [], "users": []}

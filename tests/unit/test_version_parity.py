@@ -18,7 +18,7 @@ import pytest
 from upstream_render import leaves
 
 from installer.config.defaults import apply_defaults
-from installer.engine.plays import plays_of
+from installer.engine.plays import play_variables, plays_of
 from installer.engine.runner import run_variables
 from installer.modules import MODULES
 from installer.preview import render
@@ -67,7 +67,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, di
     facts = {k: v for k, v in render.OFFLINE_FACTS.items() if k != "kubernetes_version"}
     variables = run_variables(cc_spec(), facts)
     hosts = {f"{m.name}@{v}": render.Host(plays_of(m, False, None), {
-        "ks_module": m.name, "ks_action": "install", "ks_hash": "", "kubernetes_version": v})
+        **play_variables(m), "ks_action": "install", "ks_hash": "", "kubernetes_version": v})
         for v in VERSIONS for m in MODULES}
     captured = render.run_hosts(hosts, tmp_path_factory.mktemp("versions"), REPO / "roles", extravars=variables,
                                 world=render.WORLD)
