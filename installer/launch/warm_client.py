@@ -176,9 +176,10 @@ def exit_as(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
+        if -code != signal.SIGKILL:  # its handling cannot change
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
-        code = 128 - code
+        code = 128 - code  # a signal that does not end a process
     os._exit(code & 0xFF)
 
 

@@ -102,9 +102,11 @@ class WarmEngine:
     """The server's loop; see the module's docstring."""
 
     def __init__(self, directory: str, owner: int, ticks: str, stamp: str, lock: int,
-                 target: Callable[[list[str]], int] = hook_main) -> None:
+                 target: Callable[[list[str]], int] = hook_main, stamp_of: Callable[[], str] = code_stamp) -> None:
+        """Serve in ``directory`` while process ``owner`` (started at ``ticks``) lives, runs of ``target`` while
+        ``stamp_of()`` is ``stamp``; ``lock`` is the directory's lock, held."""
         self.directory, self.owner, self.ticks, self.stamp, self.lock = directory, owner, ticks, stamp, lock
-        self.target = target
+        self.target, self.stamp_of = target, stamp_of
         self.path = os.path.join(directory, "s")
         self.listener: socket.socket | None = None
         self.inode = 0
@@ -212,7 +214,7 @@ class WarmEngine:
             return f"the client runs {request.get('python')!r}, not {sys.executable}"
         if threading.active_count() != 1:
             return "more than one thread"
-        if code_stamp() != self.stamp:
+        if self.stamp_of() != self.stamp:
             return "the installer's code on disk changed since it was imported"
         return None
 
@@ -294,6 +296,19 @@ class WarmEngine:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code & 0xFF)
+
+
+def engine_cpu(directory: str) -> tuple[int, float] | None:
+    """The warm engine in ``directory``: its pid and the CPU seconds it and the runs it collected used so far
+    (user and system; /proc/PID/stat), or None when none runs there."""
+    try:
+        with open(os.path.join(directory, "pid")) as f:
+            pid = int(f.read())
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, ValueError):
+        return None
+    return pid, sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def remove_dead_dirs(tmp: str) -> None:
