@@ -5,7 +5,8 @@ none listens for the hook's parent (shell-operator: process ``OWNER``, started a
 (one warm engine per directory), stamps its code (installer.launch.code_stamp), imports the engine, the Kubernetes
 client and what the Ansible fork server loads, and listens on ``DIR/s``. Per client it
 
-- receives the client's request (argv, working directory, environment, interpreter) and its standard streams;
+- receives the client's request (argv, working directory, environment, interpreter; :func:`receive`) and its
+  standard streams;
 - refuses it (the client runs the engine itself) when the client's interpreter is another one, when this process
   is not single-threaded, or when the code on disk is not the code it imported; that last one also ends the warm
   engine (it stops listening at once; the client starts a new one);
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
+import marshal
 import os
 import select
 import signal
@@ -230,7 +233,7 @@ class WarmEngine:
             if not forkserver._same_user(conn):
                 return
             conn.settimeout(REQUEST_TIMEOUT)
-            fds, request = forkserver.receive(conn)
+            fds, request = receive(conn)
             reason = self._refusal(request)
             if reason is not None:
                 say(f"refused a run: {reason}")
@@ -296,6 +299,25 @@ class WarmEngine:
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code & 0xFF)
+
+
+def receive(conn: socket.socket) -> tuple[list[int], dict[str, Any]]:
+    """A client's request: its standard streams' descriptors and its body (installer.launch.warm_client: a
+    ``marshal``-ed dict of plain values, from a client of this user, :func:`forkserver._same_user`)."""
+    header, fds, _, _ = socket.recv_fds(conn, 4, 3)
+    try:
+        if len(fds) != 3:
+            raise EOFError(f"the client sent {len(fds)} descriptors, not its 3 standard streams")
+        header += forkserver._recv_exactly(conn, 4 - len(header))
+        request = marshal.loads(forkserver._recv_exactly(conn, int.from_bytes(header, "big")))
+        if not isinstance(request, dict):
+            raise ValueError("the request is not a dict")
+        json.dumps(request)  # plain values only: strings, lists and dicts of them
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds, request
 
 
 def engine_cpu(directory: str) -> tuple[int, float] | None:
