@@ -34,6 +34,9 @@ DIR_PREFIX = "ks-engine-"
 FORWARDED = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP)
 #: The warm engine's answers: the run started; no run (the client runs the engine itself); the run's exit code.
 RUNNING, REFUSED, EXITED = b"R", b"F", b"X"
+#: Seconds the hook waits for the warm engine to start its run (it answers before it forks); past them the hook
+#: gives up on it (a warm engine that hangs) and runs the engine itself.
+ANSWER_TIMEOUT = 30.0
 
 
 def enabled(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
@@ -108,8 +111,10 @@ class Handover:
         try:
             self.sock.sendmsg([len(body).to_bytes(4, "big")], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
             self.sock.sendall(body)
+            self.sock.settimeout(ANSWER_TIMEOUT)
             answer = _recv_exactly(self.sock, 1)
-        except OSError:
+            self.sock.settimeout(None)
+        except OSError:  # a timeout too
             answer = None
         if answer != RUNNING:
             self._restore()
@@ -193,7 +198,7 @@ def main(argv: list[str]) -> NoReturn:
         run_here(argv)
     owner = os.getppid()
     ticks = start_ticks(owner)
-    if owner <= 1 or ticks is None:  # no parent to live beside (an orphan): nothing to keep warm for
+    if ticks is None:  # no parent to live beside: nothing to keep warm for
         run_here(argv)
     directory = os.environ.get(DIR_ENV) or engine_dir(owner, ticks)
     sock = _connect(os.path.join(directory, "s"))

@@ -18,7 +18,7 @@ While the run lasts, the warm engine passes on the signals its client forwards (
 hook's is) and, when the client's connection ends before the run did (the hook was killed), SIGKILLs the run's
 process group, as killing the hook would have killed the engine in it. Once the run ended, its exit code (negative:
 the signal that ended it) goes to the client. The warm engine ends when its owner is gone, when its socket is no
-longer the one on disk, or when its code is stale; runs it started finish first.
+longer the one on disk, when its code is stale, or after an hour without a run; runs it started finish first.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ from installer.launch.warm_client import DIR_PREFIX, EXITED, FORWARDED, REFUSED,
 REQUEST_TIMEOUT = 10.0
 #: Seconds between the checks of the owner and the socket.
 CHECK_INTERVAL = 1.0
+#: Seconds without a run after which the warm engine ends (``KS_WARM_ENGINE_IDLE``; shell-operator's schedule runs the
+#: hook every minute, so in the pod it does not; a hook run by hand or by a parent that lives on does).
+IDLE_ENV, IDLE_DEFAULT = "KS_WARM_ENGINE_IDLE", 3600.0
 #: Bytes the warm engine's log may grow to before it starts over (a line per run: the schedule's run every minute).
 LOG_CAP = 1 << 20
 
@@ -115,6 +118,11 @@ class WarmEngine:
         self.inode = 0
         self.runs: list[Run] = []
         self.checked = 0.0
+        self.active = time.monotonic()
+        try:
+            self.idle = float(os.environ.get(IDLE_ENV, IDLE_DEFAULT))
+        except ValueError:
+            self.idle = IDLE_DEFAULT
 
     def listen(self) -> None:
         """Bind a socket of its own and move it into place (a client never finds a half-made one)."""
@@ -150,6 +158,11 @@ class WarmEngine:
         if self.listener is None or now - self.checked < CHECK_INTERVAL:
             return
         self.checked = now
+        if self.runs:
+            self.active = now
+        elif now - self.active > self.idle:
+            self.stop_listening(f"no run for {self.idle:g}s")
+            return
         if start_ticks(self.owner) != self.ticks:
             self.stop_listening(f"its owner (process {self.owner}) is gone")
             return

@@ -55,9 +55,10 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.fixture
-def served() -> Iterator[Served]:
+def served(request: pytest.FixtureRequest) -> Iterator[Served]:
     """A warm engine (tests/unit/warm_target.py) owned by this process, in a short temp dir (a socket's path is at
-    most 107 bytes)."""
+    most 107 bytes); ``request.param``: its environment's additions."""
+    env = {**os.environ, **getattr(request, "param", {})}
     root = Path(tempfile.mkdtemp(prefix="ks-w-"))
     directory, stamp = root / "engine", root / "stamp"
     stamp.write_text("one")
@@ -65,7 +66,7 @@ def served() -> Iterator[Served]:
     log = open(directory / "engine.log", "ab")  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, str(HERE / "warm_target.py"), str(directory), str(os.getpid()),
                              str(warm_client.start_ticks(os.getpid())), str(stamp)], stderr=log,
-                            start_new_session=True)
+                            start_new_session=True, env=env)
     _wait_for(lambda: (directory / "s").exists() or proc.poll() is not None)
     assert proc.poll() is None, (directory / "engine.log").read_text()
     yield Served(directory, stamp, proc)
@@ -173,3 +174,11 @@ def test_dead_owners_directories_are_removed(tmp_path: Path) -> None:
         (directory / "engine.log").write_text("")
     warm_engine.remove_dead_dirs(str(tmp_path))
     assert not gone.exists() and live.exists()
+
+
+@pytest.mark.parametrize("served", [{warm_engine.IDLE_ENV: "1"}], indirect=True)
+def test_an_idle_warm_engine_ends(served: Served) -> None:
+    assert served.client("echo", "0").wait(timeout=60) == 0
+    served.proc.wait(timeout=30)
+    assert "stops listening: no run for 1s" in served.log()
+    assert not (served.directory / "s").exists()
