@@ -166,7 +166,8 @@ def spawn(directory: str, owner: int, ticks: str) -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.closerange(3, 256)
-        os.execv(sys.executable, [sys.executable, "-m", "installer.launch.warm_engine", directory, str(owner),
+        # -P: the working directory (the hook's) is not on the import path, as it is not for the hook's script
+        os.execv(sys.executable, [sys.executable, "-P", "-m", "installer.launch.warm_engine", directory, str(owner),
                                   ticks])
     finally:
         os._exit(1)
