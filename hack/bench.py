@@ -905,8 +905,8 @@ def main() -> int:
 
         first = bench.hook()
         install = bench.timeline()
-        print(f"first install (hook):        {first.seconds:7.2f}s  CPU {first.cpu:6.2f}s (the hook and every process "
-              f"under it)  modules run: {ran(first.log)}")
+        print(f"first install (hook):        {first.seconds:7.2f}s  CPU {first.cpu:6.2f}s (the hook, every process "
+              f"under it and its runs in the warm engine)  modules run: {ran(first.log)}")
         path = critical_path(install["modules"])
         print(f"  critical path of the DAG:  {path:7.2f}s  ratio install / critical path: {first.seconds / path:.2f}"
               "  (goal <= 1.1)")
