@@ -24,6 +24,9 @@ from pathlib import Path
 
 from simcluster import SimClusterError, free_ports, kill_tree, log_tail, process_tree, spawn, tool_path
 
+from installer.launch.warm_client import engine_dir
+from installer.launch.warm_engine import engine_cpu
+
 
 class LogFollower:
     """A process whose log a test or the demo waits on: ``log_path``, ``popen`` and ``what`` (for messages)."""
@@ -85,6 +88,7 @@ class ShellOperator(LogFollower):
         self.die_with_parent = die_with_parent
         self.port = 0
         self.popen: subprocess.Popen[bytes] | None = None
+        self.warm_dir: str | None = None
         self.what = "shell-operator"
 
     @property
@@ -124,6 +128,7 @@ class ShellOperator(LogFollower):
         self.port = free_ports(1)[0]
         self.popen = spawn(self.argv(), self.log_path, env=self.environ(), cwd=self.work_dir,
                            die_with_parent=self.die_with_parent)
+        self.warm_dir = engine_dir(self.popen.pid)  # its hooks' warm engine's, named by its pid and start
         atexit.register(self.stop)
         return self
 
@@ -148,8 +153,15 @@ class ShellOperator(LogFollower):
         if self.popen is not None:
             self._kill(process_tree(self.popen.pid))
 
+    def warm_engine_tree(self) -> list[tuple[int, str]]:
+        """The warm engine the hooks started beside shell-operator (installer.launch.warm_engine) and its runs: in
+        the pod they die with it; here they are a session of their own."""
+        found = engine_cpu(self.warm_dir) if self.warm_dir else None
+        return process_tree(found[0]) if found else []
+
     def _kill(self, tree: list[tuple[int, str]]) -> None:
         assert self.popen is not None
+        tree += self.warm_engine_tree()
         tree += process_tree(self.popen.pid) if self.running() else []
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)

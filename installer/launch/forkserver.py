@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from installer.launch import ansible_playbook, cpython_private
 from installer.launch.ansible_playbook import PLAYBOOK
@@ -297,10 +297,32 @@ def _title(argv: list[str]) -> None:
 def take_over(conn: socket.socket, title: list[str] | None = None) -> list[str]:
     """In a child forked for a client: receive its request and take its standard streams, working directory and
     environment (``$KUBECONFIG`` included); its argv. ``title`` (default: the argv) is what ``ps`` shows."""
-    header, fds, _, _ = socket.recv_fds(conn, 4, 3)
-    header += _recv_exactly(conn, 4 - len(header))
-    request = json.loads(_recv_exactly(conn, struct.unpack("!I", header)[0]))
+    fds, request = receive(conn)
     os.setsid()
+    adopt(fds, request, title)
+    return list(request["argv"])
+
+
+def receive(conn: socket.socket) -> tuple[list[int], dict[str, Any]]:
+    """A client's request (:data:`CLIENT`'s): its standard streams' descriptors and the JSON body."""
+    header, fds, _, _ = socket.recv_fds(conn, 4, 3)
+    try:
+        if len(fds) != 3:
+            raise EOFError(f"the client sent {len(fds)} descriptors, not its 3 standard streams")
+        header += _recv_exactly(conn, 4 - len(header))
+        request = json.loads(_recv_exactly(conn, struct.unpack("!I", header)[0]))
+        if not isinstance(request, dict):
+            raise ValueError("the request is not a JSON object")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return fds, request
+
+
+def adopt(fds: list[int], request: dict[str, Any], title: list[str] | None = None) -> None:
+    """Make this process the client's: ``fds`` as its standard streams (closed after), the request's working
+    directory and environment; ``title`` (default: the argv) is what ``ps`` shows."""
     for target, fd in zip((0, 1, 2), fds, strict=True):
         os.dup2(fd, target)
         os.close(fd)
@@ -313,7 +335,6 @@ def take_over(conn: socket.socket, title: list[str] | None = None) -> list[str]:
     from kubernetes.config import kube_config  # read $KUBECONFIG when imported, in the server's environment
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = os.environ.get("KUBECONFIG", "~/.kube/config")
-    return list(request["argv"])
 
 
 def finish(conn: socket.socket, code: int) -> NoReturn:

@@ -37,9 +37,10 @@ def run_hook(installer: Installer, tmp: Path, binding: str, cc: dict[str, Any], 
     (tmp / "context.json").write_text(json.dumps(context))
     patch = tmp / "patch.jsonl"
     patch.unlink(missing_ok=True)
+    # The hook's own process (no warm engine, KS_WARM_ENGINE=0): what it imports is what these tests look at.
     proc = subprocess.run([sys.executable, "-X", "importtime", str(HOOK)], capture_output=True, text=True,
                           timeout=600, env=installer.environ(BINDING_CONTEXT_PATH=str(tmp / "context.json"),
-                                                            KUBERNETES_PATCH_PATH=str(patch)))
+                                                            KUBERNETES_PATCH_PATH=str(patch), KS_WARM_ENGINE="0"))
     ops = [json.loads(line) for line in patch.read_text().splitlines()] if patch.exists() else []
     return proc, ops
 
