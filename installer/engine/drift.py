@@ -18,7 +18,10 @@ are never drift. A record kept before UIDs were recorded is checked for missing 
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -39,8 +42,11 @@ from installer.objects.foreign import (
 )
 from installer.objects.inventory import METADATA_LISTED, facts_of
 from installer.objects.manifests import opted_out
-from installer.objects.refs import Ref
+from installer.objects.refs import PARTIAL_METADATA_LIST, Ref
 from installer.settings import MODULE_LABEL
+
+#: How many of the per-kind lists run at once.
+LISTS_AT_ONCE = 8
 
 
 def _describe(ref: Ref) -> str:
@@ -48,9 +54,9 @@ def _describe(ref: Ref) -> str:
     return f"{kind}/{namespace + '/' if namespace else ''}{name}"
 
 
-def foreign_fields(item: Any, kind: str) -> str | None:
+def foreign_fields(item: dict[str, Any], kind: str) -> str | None:
     """``manager: paths`` of the denied content other writers own on an object, or None."""
-    entries = item.to_dict()["metadata"].get("managedFields") or []
+    entries = item["metadata"].get("managedFields") or []
     if clean(kind, entries):
         return None
     ours = installer_paths(entries)
@@ -72,34 +78,48 @@ def writers(obj: dict[str, Any]) -> str:
     return "; ".join(found) or "the installer's own field manager"
 
 
+def _labelled(dyn: DynamicClient, api_version: str, kind: str, metadata_only: bool) -> dict[tuple[str, str], Any]:
+    """``(namespace, name)`` → every object of a kind that carries a module's label (as a dict; ``metadata_only``:
+    its metadata alone, what a check for missing objects needs)."""
+    try:
+        res = dyn.resources.get(api_version=api_version, kind=kind)
+    except ResourceNotFoundError:
+        return {}
+    header = {"Accept": PARTIAL_METADATA_LIST} if metadata_only or kind in METADATA_LISTED else {}
+    raw = res.get(label_selector=MODULE_LABEL, serialize=False, header_params=header)
+    return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i
+            for i in json.loads(raw.data).get("items") or []}
+
+
 def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: bool = False) -> dict[str, list[str]]:
     """Per module, what drifted: ``"Deployment/ns/name missing"`` or (unless ``missing_only``) ``"... changed by
-    kubectl-edit"``."""
+    kubectl-edit"``. The lists (one per kind) are made side by side."""
     wanted: dict[tuple[str, str], dict[tuple[str, str], tuple[str, Ref]]] = defaultdict(dict)
     for name, record in records.items():
         if record.installed and record.intent is None:
             for ref in record.inventory:
                 wanted[(ref[0], ref[1])][(ref[2], ref[3])] = (name, ref)
     dyn = DynamicClient(api)
+    kinds = sorted(wanted)
+    for api_version, kind in kinds:  # discovery once, before the lists run side by side
+        with contextlib.suppress(ResourceNotFoundError):
+            dyn.resources.get(api_version=api_version, kind=kind)
+    with ThreadPoolExecutor(max_workers=min(LISTS_AT_ONCE, len(kinds) or 1)) as pool:
+        lists = list(pool.map(lambda k: _labelled(dyn, k[0], k[1], missing_only), kinds))
     drift: dict[str, list[str]] = defaultdict(list)
-    for (api_version, kind), expected in sorted(wanted.items()):
-        try:
-            items = dyn.resources.get(api_version=api_version, kind=kind).get(label_selector=MODULE_LABEL).items
-        except ResourceNotFoundError:
-            items = []
-        live = {(i.metadata.namespace or "", i.metadata.name): i for i in items}
-        for key, (module, ref) in sorted(expected.items()):
+    for (api_version, kind), live in zip(kinds, lists, strict=True):
+        for key, (module, ref) in sorted(wanted[(api_version, kind)].items()):
             item = live.get(key)
-            if item is None or (item.metadata.labels or {}).get(MODULE_LABEL) != module:
+            if item is None or (item["metadata"].get("labels") or {}).get(MODULE_LABEL) != module:
                 drift[module].append(f"{_describe(ref)} missing")
                 continue
             known = records[module].objects.get(object_key(ref))
-            if known is not None and item.metadata.uid != known[0]:
+            if known is not None and item["metadata"].get("uid") != known[0]:
                 drift[module].append(f"{_describe(ref)} replaced by an object the installer did not make")
-            elif missing_only or opted_out(item.to_dict()["metadata"]):
+            elif missing_only or opted_out(item["metadata"]):
                 continue  # (an object a user opted out is left to them: installer.objects.manifests.opted_out)
             elif kind in TAKEN_OVER_KINDS and (fields := foreign_fields(item, kind)) is not None:
                 drift[module].append(f"{_describe(ref)} changed by {fields}")
-            elif known is not None and facts_of(obj := item.to_dict(), kind in METADATA_LISTED)[1] != known[1]:
-                drift[module].append(f"{_describe(ref)} changed by {writers(obj)}")
+            elif known is not None and facts_of(item, kind in METADATA_LISTED)[1] != known[1]:
+                drift[module].append(f"{_describe(ref)} changed by {writers(item)}")
     return dict(drift)

@@ -3,6 +3,7 @@ the installer's fields), never a manager's name or an entry's time."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,15 +26,9 @@ def _live(uid: str = "u1", data: str = "a: 1\n", *others: dict[str, Any]) -> dic
             "data": {"kubesphere.yaml": data}}
 
 
-class _Item(SimpleNamespace):
-    def to_dict(self) -> dict[str, Any]:
-        return self.raw
-
-
 def _found(live: dict[str, Any], recorded: dict[str, Any], monkeypatch: Any) -> list[str]:
-    item = _Item(raw=live, metadata=SimpleNamespace(namespace=REF[2], name=REF[3], uid=live["metadata"]["uid"],
-                                                    labels=live["metadata"]["labels"]))
-    resource = SimpleNamespace(get=lambda **_: SimpleNamespace(items=[item]))
+    # The list as the API server sends it (its raw JSON body).
+    resource = SimpleNamespace(get=lambda **_: SimpleNamespace(data=json.dumps({"items": [live]})))
     monkeypatch.setattr(drift, "DynamicClient", lambda api: SimpleNamespace(
         resources=SimpleNamespace(get=lambda **_: resource)))
     record = Record("ks-config", "h", {}, "2026-01-01T00:00:00Z", "v", (REF,), objects={object_key(REF): tuple(
