@@ -35,7 +35,8 @@ differ, :func:`chart`; its pluggable cc has no ``common.opensearch``, :data:`TAG
     hack/upstream_render.py --tag v3.3.2    only that tag's profiles
     hack/upstream_render.py --check         render and diff against the committed files (exit 1 on a difference)
     hack/upstream_render.py --versions      v3.4.1's objects that differ by Kubernetes version (:data:`VERSIONS`), per
-                                            version, into tests/parity/versions.json (with --check: diff only)
+                                            version, and Redis HA's objects per version, into
+                                            tests/parity/versions.json (with --check: diff only)
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ v1.34.4, each object of upstream's pluggable profile that differs between them, 
 apiVersion and the values that differ. Here every module renders (no cluster: the offline world of ``plan
 --objects``) with that profile's cc at each version, its ``kubernetes_version`` being the version (what the engine
 reads from the API server); each listed object must be there exactly where upstream's is, with upstream's apiVersion
-and values, and no other object may differ between the versions except those in :data:`OWN`.
+and values, and no other object may differ between the versions except those in :data:`OWN`. Redis HA (off in the
+profile) renders at each version the objects upstream's redis-ha chart rendered there (``redis_ha``).
 """
 
 from __future__ import annotations
