@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Kubernetes version matrix: the tests marked `versions` (the default cc's first install, every component on in
-# one change, the uninstall rounds, the switch from ks-installer v3.4.1 with every component, the installer's chart
-# with the pinned helm and kubectl) on a simulated cluster of each version, one version after the other.
+# one change, ks-core against v3.4.1 and its ServiceAccount token, the uninstall rounds, the switch from ks-installer
+# v3.4.1 with every component, the installer's chart with the pinned helm and kubectl) on a simulated cluster of each
+# version, one version after the other.
 #
 #   hack/matrix.sh                          v1.21.14 v1.23.17 v1.26.15 and the pinned KUBERNETES_VERSION
 #   hack/matrix.sh v1.21.14 v1.23.17        those versions only
