@@ -35,7 +35,8 @@ differ, :func:`chart`; its pluggable cc has no ``common.opensearch``, :data:`TAG
     hack/upstream_render.py --tag v3.3.2    only that tag's profiles
     hack/upstream_render.py --check         render and diff against the committed files (exit 1 on a difference)
     hack/upstream_render.py --versions      v3.4.1's objects that differ by Kubernetes version (:data:`VERSIONS`), per
-                                            version, into tests/parity/versions.json (with --check: diff only)
+                                            version, and Redis HA's objects per version, into
+                                            tests/parity/versions.json (with --check: diff only)
 """
 
 from __future__ import annotations
@@ -418,6 +419,15 @@ def redis(up: Upstream) -> list[Step]:
     return [Step("kubectl-create-secret", [secret], "kubesphere-system",
                  source="roles/common/tasks/redis-install.yaml"),
             Step("kubectl-apply", documents(text), "kubesphere-system", source="roles/common/templates/redis.yaml.j2")]
+
+
+def redis_ha(up: Upstream) -> list[Step]:
+    """With ``common.redis.enableHA``: the redis-ha chart as release ks-redis (roles/common/tasks/redis-install.yaml;
+    the password Secret is the same as :func:`redis`'s)."""
+    v = merge(up.variables("common"), {"common__redis__enableHA": True})
+    values = up.template("roles/common/templates/custom-values-redis.yaml.j2", v)
+    return [up.helm("ks-redis", "roles/common/files/redis-ha", "kubesphere-system", [values],
+                    ("fullnameOverride=redis-ha",), source="roles/common/tasks/redis-install.yaml")]
 
 
 def openldap(up: Upstream) -> list[Step]:
@@ -861,14 +871,19 @@ def version_objects(up: Upstream) -> dict[str, Obj]:
 def render_versions(git_dir: Path, versions: tuple[str, ...] = VERSIONS, tag: str = "v3.4.1") -> str:
     """The JSON of ``tests/parity/versions.json``: each object of the pluggable profile that differs between
     ``versions`` (present in some only, or with another apiVersion or other values), per version: its apiVersion and
-    the leaves that differ (``null`` where the version has no such object)."""
+    the leaves that differ (``null`` where the version has no such object); and per version every object (apiVersion
+    and ident) of Redis HA (``common.redis.enableHA``, which the profile leaves off), whose chart has a
+    PodDisruptionBudget template."""
     changes = PROFILES["pluggable"][0]
     rendered: dict[str, dict[str, Obj]] = {}
+    redis_ha_objects: dict[str, list[str]] = {}
     commit = ""
     for version in versions:
         with tempfile.TemporaryDirectory(prefix=f"ks-{tag}-{version}-") as tmp:
             up = Upstream(git_dir, Path(tmp), changes, tag, kube_version=version)
             rendered[version], commit = version_objects(up), up.commit
+            redis_ha_objects[version] = sorted(f"{o['apiVersion']} {ident(o, s.namespace)}"
+                                               for s in redis_ha(up) for o in s.objects)
     objects: dict[str, dict[str, Any]] = {}
     for key in sorted(set().union(*rendered.values())):
         found = {v: rendered[v].get(key) for v in versions}
@@ -881,7 +896,8 @@ def render_versions(git_dir: Path, versions: tuple[str, ...] = VERSIONS, tag: st
                                                    "values": {p: flat[v].get(p) for p in paths}}
                         for v, o in found.items()}
     return json.dumps({"tag": tag, "commit": commit, "profile": "pluggable", "spec_changes": changes,
-                       "versions": list(versions), "objects": objects}, indent=1) + "\n"
+                       "versions": list(versions), "objects": objects, "redis_ha": redis_ha_objects},
+                      indent=1) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

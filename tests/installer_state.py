@@ -57,3 +57,9 @@ def upstream_kinds(module: str) -> dict[str, int]:
     """Objects per kind that ks-installer v3.4.1 created for ``module`` (tests/parity/upstream)."""
     data = json.loads((REPO / "tests" / "parity" / "upstream" / f"{module}.json").read_text())
     return dict(Counter(o["kind"] for o in data["objects"]))
+
+
+def kube_at_least(api: client.ApiClient, major: int, minor: int) -> bool:
+    """Whether the cluster's Kubernetes (its API server's ``gitVersion``) is ``major.minor`` or later."""
+    found = client.VersionApi(api).get_code().git_version.lstrip("v").split(".")
+    return (int(found[0]), int(found[1])) >= (major, minor)

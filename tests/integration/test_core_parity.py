@@ -1,7 +1,8 @@
 """ks-core on the simulated cluster against what ks-installer v3.4.1 created: every upstream kind and count, the
 workloads Available, every mounted ConfigMap and Secret present, the admission webhooks served by an endpoint
-with a caBundle that verifies the serving certificate, which is kept across runs; uninstall removes the webhooks
-and leaves the built-in cluster-admin and the system workspace."""
+with a caBundle that verifies the serving certificate, which is kept across runs; ServiceAccount kubesphere's token
+as upstream's chart made it at the cluster's version; uninstall removes the webhooks and leaves the built-in
+cluster-admin and the system workspace."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from cryptography import x509
-from installer_state import upstream_kinds
+from installer_state import kube_at_least, upstream_kinds
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -22,10 +23,12 @@ from installer.settings import MODULE_LABEL, NAMESPACE
 from .conftest import Installer
 from .test_core_roles import remove_core
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.versions]
 CONTROLS = "kubesphere-controls-system"
 CERT_SECRET = "ks-controller-manager-webhook-cert"
-# Upstream ks-core, v3.4.1 (183 objects): per kind. The built-in ClusterRole cluster-admin is annotated, not owned.
+SA_TOKEN = "kubesphere-sa-token"
+# Upstream ks-core, v3.4.1 (183 objects, on Kubernetes 1.24 or later): per kind. The built-in ClusterRole
+# cluster-admin is annotated, not owned.
 UPSTREAM_KINDS = upstream_kinds("ks-core")
 KINDS = {
     "RoleBase": "iam.kubesphere.io/v1alpha2", "GlobalRole": "iam.kubesphere.io/v1alpha2",
@@ -39,6 +42,33 @@ KINDS = {
     "Deployment": "apps/v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1", "ServiceAccount": "v1",
 }
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+
+
+def makes_sa_token(installer: Installer) -> bool:
+    """Whether ks-core makes Secret kubesphere-sa-token: from Kubernetes 1.24, as upstream's chart (before, the token
+    controller makes the ServiceAccount's token)."""
+    return kube_at_least(installer.api, 1, 24)
+
+
+def check_sa_token(installer: Installer) -> None:
+    """ServiceAccount kubesphere's token: kubesphere-sa-token, owned and named by the account, from 1.24; before,
+    none of that name, and the account names only the token controller's Secrets."""
+    v1 = client.CoreV1Api(installer.api)
+    named = [s.name for s in v1.read_namespaced_service_account("kubesphere", NAMESPACE).secrets or []]
+    if makes_sa_token(installer):
+        token = v1.read_namespaced_secret(SA_TOKEN, NAMESPACE)
+        assert token.type == "kubernetes.io/service-account-token"
+        assert token.metadata.labels[MODULE_LABEL] == "ks-core"
+        assert SA_TOKEN in named
+        return
+    with pytest.raises(ApiException) as exc:
+        v1.read_namespaced_secret(SA_TOKEN, NAMESPACE)
+    assert exc.value.status == 404
+    assert named and all(n.startswith("kubesphere-token-") for n in named), named
+    for name in named:
+        token = v1.read_namespaced_secret(name, NAMESPACE)
+        assert token.type == "kubernetes.io/service-account-token"
+        assert MODULE_LABEL not in (token.metadata.labels or {})
 
 
 @pytest.fixture
@@ -88,7 +118,10 @@ def test_core_parity(core: Installer) -> None:
     assert "ks-core" in core.reconcile_ok()
 
     counts = Counter({kind: len(owned(core, kind)) for kind in UPSTREAM_KINDS})
-    assert counts + Counter({"ClusterRole": 1}) == Counter(UPSTREAM_KINDS)
+    expected = Counter(UPSTREAM_KINDS) - Counter({"ClusterRole": 1})  # cluster-admin: annotated, not owned
+    if not makes_sa_token(core):
+        expected -= Counter({"Secret": 1})
+    assert counts == expected
     cluster_admin = client.RbacAuthorizationV1Api(core.api).read_cluster_role("cluster-admin")
     assert "iam.kubesphere.io/aggregation-roles" in cluster_admin.metadata.annotations
     assert MODULE_LABEL not in (cluster_admin.metadata.labels or {})
@@ -105,7 +138,7 @@ def test_core_parity(core: Installer) -> None:
             if volume.secret:
                 v1.read_namespaced_secret(volume.secret.secret_name, namespace)
     ca_bundle = check_webhooks(core)
-    assert v1.read_namespaced_secret("kubesphere-sa-token", NAMESPACE).type == "kubernetes.io/service-account-token"
+    check_sa_token(core)
 
     # A re-run keeps the certificate (and so every caBundle).
     data = cert_data(core)

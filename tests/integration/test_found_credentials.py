@@ -24,9 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from installer.engine.state import StateStore
 from installer.objects import certs
 from installer.objects.core_secret import ADMIN_CLAIMS, jwt_hs256
-from installer.settings import FIELD_MANAGER, NAMESPACE
+from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
 
 from .conftest import Installer
+from .test_core_parity import SA_TOKEN, makes_sa_token
 
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 CORE_SECRET = "kubesphere-secret"
@@ -145,24 +146,36 @@ def test_a_weak_init_admin_password_found_is_refused(installer: Installer, core_
 
 @pytest.fixture
 def planted_token(installer: Installer) -> Iterator[str]:
-    """An Opaque kubesphere-sa-token holding someone's data; removed afterwards (ks-core makes the token again)."""
+    """An Opaque kubesphere-sa-token holding someone's data (in place of ks-core's from Kubernetes 1.24); removed
+    afterwards (ks-core makes its token again)."""
     core = client.CoreV1Api(installer.api)
-    core.delete_namespaced_secret("kubesphere-sa-token", NAMESPACE)
+    if makes_sa_token(installer):
+        core.delete_namespaced_secret(SA_TOKEN, NAMESPACE)
     value = "opaque-token-canary-value"
-    core.create_namespaced_secret(NAMESPACE, {"metadata": {"name": "kubesphere-sa-token"}, "type": "Opaque",
+    core.create_namespaced_secret(NAMESPACE, {"metadata": {"name": SA_TOKEN}, "type": "Opaque",
                                               "stringData": {"token": value}})
     yield value
-    core.delete_namespaced_secret("kubesphere-sa-token", NAMESPACE)
+    core.delete_namespaced_secret(SA_TOKEN, NAMESPACE)
 
 
+@pytest.mark.versions
 def test_an_opaque_service_account_token_is_refused_not_deleted(installer: Installer, planted_token: str) -> None:
+    """From 1.24 ks-core makes kubesphere-sa-token, so one of another type stops it; before, ks-core makes no
+    Secret of that name (the token controller makes the account's token), so the one found is someone else's and
+    the reconcile leaves it alone."""
     proc = rerun(installer)
-    failed(installer, proc, "ks-core", f"Secret {NAMESPACE}/kubesphere-sa-token: its type is 'Opaque', not "
-                                       "kubernetes.io/service-account-token (the token of ServiceAccount kubesphere)")
-    assert installer.status()["modules"]["ks-core"]["failedTask"] == \
-        "KubeSphere | Check the token Secret and the webhook configurations found in the cluster"
-    token = client.CoreV1Api(installer.api).read_namespaced_secret("kubesphere-sa-token", NAMESPACE)
+    if makes_sa_token(installer):
+        failed(installer, proc, "ks-core", f"Secret {NAMESPACE}/{SA_TOKEN}: its type is 'Opaque', not kubernetes.io/"
+                                           "service-account-token (the token of ServiceAccount kubesphere)")
+        assert installer.status()["modules"]["ks-core"]["failedTask"] == \
+            "KubeSphere | Check the token Secret and the webhook configurations found in the cluster"
+    else:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert installer.status()["modules"]["ks-core"]["phase"] == "Installed"
+        assert SA_TOKEN not in proc.stderr
+    token = client.CoreV1Api(installer.api).read_namespaced_secret(SA_TOKEN, NAMESPACE)
     assert token.type == "Opaque" and base64.b64decode(token.data["token"]).decode() == planted_token  # kept
+    assert MODULE_LABEL not in (token.metadata.labels or {})
     assert planted_token not in shown(installer, proc)
 
 

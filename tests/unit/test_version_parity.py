@@ -5,7 +5,8 @@ v1.34.4, each object of upstream's pluggable profile that differs between them, 
 apiVersion and the values that differ. Here every module renders (no cluster: the offline world of ``plan
 --objects``) with that profile's cc at each version, its ``kubernetes_version`` being the version (what the engine
 reads from the API server); each listed object must be there exactly where upstream's is, with upstream's apiVersion
-and values, and no other object may differ between the versions except those in :data:`OWN`.
+and values, and no other object may differ between the versions except those in :data:`OWN`. Redis HA (off in the
+profile) renders at each version the objects upstream's redis-ha chart rendered there (``redis_ha``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from upstream_render import leaves
 from installer.config.defaults import apply_defaults
 from installer.engine.plays import play_variables, plays_of
 from installer.engine.runner import run_variables
-from installer.modules import MODULES
+from installer.modules import MODULES, Module
 from installer.preview import render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,8 +34,9 @@ OWN: dict[str, str] = {
         "the rule to `use` PodSecurityPolicy gatekeeper-admin only where that policy exists (before 1.25); upstream's "
         "chart kept it on every version (the parity content lists it from 1.25 on)",
     "servicemesh|HorizontalPodAutoscaler/istio-system/istiod-1-14-6":
-        "Istio's istio-discovery chart (autoscale.yaml: autoscaling/v2 from 1.23, else autoscaling/v2beta2), which "
-        "upstream installed with istioctl from a tarball outside its repository (not in versions.json)",
+        "Istio 1.14.6's istio-discovery chart (autoscale.yaml: autoscaling/v2 from 1.23, else autoscaling/v2beta2; "
+        "`istioctl install` renders it with the cluster's version), which upstream installed from a tarball outside "
+        "its repository (not in versions.json)",
 }
 ISTIOD_HPA = {"v1.21.14": "autoscaling/v2beta2", "v1.23.17": "autoscaling/v2", "v1.26.15": "autoscaling/v2",
               "v1.34.4": "autoscaling/v2"}
@@ -42,10 +44,11 @@ PSP_RULE = {"apiGroups": ["policy"], "resourceNames": ["gatekeeper-admin"], "res
             "verbs": ["use"]}
 
 
-def cc_spec() -> dict[str, Any]:
-    """Upstream's pluggable profile as a cc spec (its ``a__b`` changes over the default cc), alerting on too."""
+def cc_spec(**extra: Any) -> dict[str, Any]:
+    """Upstream's pluggable profile as a cc spec (its ``a__b`` changes over the default cc), alerting on too, and
+    ``extra`` (``a__b`` changes)."""
     changes: dict[str, Any] = {"alerting": {"enabled": True}}
-    for path, value in FACTS["spec_changes"].items():
+    for path, value in {**FACTS["spec_changes"], **extra}.items():
         node = changes
         *parents, leaf = path.split("__")
         for part in parents:
@@ -60,17 +63,15 @@ def key(module: str, obj: dict[str, Any]) -> str:
     return f"{module}|{obj['kind']}/{ns}/{meta['name']}" if ns else f"{module}|{obj['kind']}/{meta['name']}"
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
-    """Version → ``module|Kind/namespace/name`` → object: every module rendered at every version, in one playbook
-    (one Ansible host per module and version, the version a host variable)."""
+def render_versions(spec: dict[str, Any], modules: list[Module], work: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """Version → ``module|Kind/namespace/name`` → object: ``modules`` rendered with ``spec`` at every version, in one
+    playbook (one Ansible host per module and version, the version a host variable)."""
     facts = {k: v for k, v in render.OFFLINE_FACTS.items() if k != "kubernetes_version"}
-    variables = run_variables(cc_spec(), facts)
+    variables = run_variables(spec, facts)
     hosts = {f"{m.name}@{v}": render.Host(plays_of(m, False, None), {
         **play_variables(m), "ks_action": "install", "ks_hash": "", "kubernetes_version": v})
-        for v in VERSIONS for m in MODULES}
-    captured = render.run_hosts(hosts, tmp_path_factory.mktemp("versions"), REPO / "roles", extravars=variables,
-                                world=render.WORLD)
+        for v in VERSIONS for m in modules}
+    captured = render.run_hosts(hosts, work, REPO / "roles", extravars=variables, world=render.WORLD)
     out: dict[str, dict[str, dict[str, Any]]] = {v: {} for v in VERSIONS}
     for host, calls in captured.items():
         module, version = host.split("@")
@@ -78,6 +79,12 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, di
         assert result.failure is None, (host, result.failure)
         out[version] |= {key(module, o): o for o in result.objects()}
     return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every module of the profile at every version."""
+    return render_versions(cc_spec(), list(MODULES), tmp_path_factory.mktemp("versions"))
 
 
 def test_version_dependent_objects_follow_upstream(rendered: dict[str, dict[str, dict[str, Any]]]) -> None:
@@ -116,3 +123,17 @@ def test_own_branches(rendered: dict[str, dict[str, dict[str, Any]]]) -> None:
         assert (PSP_RULE in rules) == has_psp, version
         print(f"[{version}] istiod HPA {hpa['apiVersion']}; gatekeeper-manager-role "
               f"{'with' if has_psp else 'without'} the rule to use PodSecurityPolicy gatekeeper-admin")
+
+
+def test_redis_ha_follows_upstreams_chart(tmp_path: Path) -> None:
+    """Redis HA (``common.redis.enableHA``) renders the objects upstream's redis-ha chart rendered at each version:
+    the chart's PodDisruptionBudget template (``policy/v1beta1``) renders nothing with upstream's values
+    (``podDisruptionBudget: {}``), so there is none at any version."""
+    redis = next(m for m in MODULES if m.name == "redis")
+    rendered = render_versions(cc_spec(common__redis__enableHA=True), [redis], tmp_path)
+    for version in VERSIONS:
+        ours = sorted(f"{o['apiVersion']} {ref.split('|', 1)[1]}" for ref, o in rendered[version].items())
+        assert ours == FACTS["redis_ha"][version], version
+        assert not [o for o in ours if " PodDisruptionBudget/" in o]
+        print(f"[{version}] Redis HA compared with v3.4.1's redis-ha chart: {len(ours)} objects, the same; "
+              "no PodDisruptionBudget")
