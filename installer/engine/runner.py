@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,13 +294,16 @@ class PlaybookRunner:
         self.facts = facts
         """The module's recorded objects (Record.objects): which UIDs it owns, and what it left on them."""
         self.api = api
-        self._labelled: dict[str, list[Ref]] | None = None
-        """Every module's labelled objects (Manifests.labelled), read by the reconcile's first install's prune."""
+        self._labelled: Future[dict[str, list[Ref]]] | None = None
+        """Every module's labelled objects (Manifests.labelled), read once per reconcile while its first install's
+        playbook runs, for the installs' prunes."""
         self._labelled_lock = threading.Lock()
 
     def run(self, step: Step) -> RunOutcome:
         module = get_module(step.module)
         uninstall = step.action == Action.UNINSTALL
+        if step.action == Action.INSTALL and self.api is not None:
+            self._labelled_objects(module.name)  # read beside the playbook; its prune waits for it
         results = self.settings.results_dir
         shutil.rmtree(results / module.name, ignore_errors=True)
         results.mkdir(parents=True, exist_ok=True)
@@ -382,7 +386,7 @@ class PlaybookRunner:
         kept."""
         manifests = Manifests(self.api, module, facts={k: list(v) for k, v in facts.items()},
                               namespaces=get_module(module).namespaces)
-        labelled = self._labelled_objects(manifests) if install else None
+        labelled = self._labelled_objects(module).result() if install else None
         pruned = manifests.prune_run(recorded, inventory, install, labelled)
         if pruned is None:
             return inventory
@@ -392,13 +396,24 @@ class PlaybookRunner:
             log.info("[%s] pruned what it no longer makes: %s", module, ", ".join(pruned.deleted))
         return tuple(sorted(set(inventory) | set(pruned.survivors)))
 
-    def _labelled_objects(self, manifests: Manifests) -> dict[str, list[Ref]]:
-        """Every module's labelled objects, read once per reconcile: what an earlier installation of a module left
-        stays until that module's install prunes it, whichever module's install read them (each prunes only its
-        own)."""
+    def _labelled_objects(self, module: str) -> Future[dict[str, list[Ref]]]:
+        """Every module's labelled objects, read once per reconcile (in a thread, started by the first install): what
+        an earlier installation of a module left stays until that module's install prunes it, whichever module's
+        install read them (each prunes only its own). Read before or after a run, the prune is the same: what the
+        run applies is in its inventory, and what it deleted is gone."""
         with self._labelled_lock:
             if self._labelled is None:
-                self._labelled = manifests.labelled()
+                future: Future[dict[str, list[Ref]]] = Future()
+                manifests = Manifests(self.api, module)
+
+                def read() -> None:
+                    try:
+                        future.set_result(manifests.labelled())
+                    except Exception as exc:  # the prune that waits for it fails with it
+                        future.set_exception(exc)
+
+                threading.Thread(target=read, name="labelled-objects", daemon=True).start()
+                self._labelled = future
             return self._labelled
 
     def _env(self, pdd: Path) -> dict[str, str]:

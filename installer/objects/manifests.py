@@ -6,8 +6,8 @@ Every object a module applies carries ``installer.kubesphere.io/module=<module>`
 ``app.kubernetes.io/managed-by=ks-installer``, and each run records what it applied (and what its generator tasks
 made) in the run's inventory (installer.objects.inventory), which the engine keeps as the module's recorded
 inventory. What an apply does to objects that exist not as the module made them is in installer.objects.repair;
-prune, uninstall and ``state: absent`` in installer.objects.removal; readiness and its wait in
-installer.objects.readiness; the preview of the same decisions in installer.preview.foresight.
+prune in installer.objects.pruning; uninstall and ``state: absent`` in installer.objects.removal; readiness and its
+wait in installer.objects.readiness; the preview of the same decisions in installer.preview.foresight.
 
 An object is applied only when it may differ from its manifest: each carries ``installer.kubesphere.io/applied``,
 the digest of the manifest applied last, and one that has the same digest, no other writer's field where the render
@@ -41,9 +41,9 @@ from installer.objects.planning import (
     opted_out,
     unchanged_since_applied,
 )
+from installer.objects.pruning import Pruning
 from installer.objects.readiness import WORKLOAD_KINDS, backends, backoff, established, wait_ready, wait_serving
 from installer.objects.refs import LATE_KINDS, Obj, ident, ref_of, stage
-from installer.objects.removal import Removal
 from installer.objects.repair import RECREATE_TIMEOUT, Repairs, planted_note
 from installer.objects.results import ApplyResult, Change
 from installer.settings import FIELD_MANAGER, MODULE_LABEL
@@ -61,7 +61,7 @@ BACKEND_TIMEOUT = 300
 WRITES = ("create", "update", "adopt", "recreate")
 
 
-class Manifests(Planning, Repairs, Removal):
+class Manifests(Planning, Repairs, Pruning):
     """A module's objects on the cluster: :meth:`plan` decides what to do with each (reading only), :meth:`execute`
     does it; :meth:`apply` does both, one stage at a time. installer.preview.foresight.Foresight shows the same
     decisions without writing."""

@@ -1,5 +1,6 @@
 """Deleting a module's objects (:class:`Removal`, a part of :class:`installer.objects.manifests.Manifests`):
-prune, uninstall and ``state: absent``, through one deletion policy (:meth:`Removal._remove`), in stages.
+uninstall and ``state: absent`` (and the prune's deletes: installer.objects.pruning), through one deletion policy
+(:meth:`Removal._remove`), in stages.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from installer.objects.refs import (
     Obj,
     Ref,
     applied_by_installer,
-    group_key,
     ident,
     installer_managed,
     kinds_of,
@@ -33,12 +33,10 @@ from installer.objects.refs import (
     rank,
     ref_of,
     stage,
-    stale_refs,
     uninstall_order,
 )
 from installer.objects.results import ApplyResult, Change
 from installer.settings import (
-    APPLIED_ANNOTATION,
     MODULE_LABEL,
     PRUNE_ANNOTATION,
     PRUNE_DISABLED,
@@ -151,80 +149,6 @@ class Removal:
         result = ApplyResult()
         self._delete_staged(self._owned_refs([ref_of(o) for o in objects], result), result, purge, timeout)
         return result
-
-    def prune_inventory(self, recorded: Iterable[Iterable[str]], current: Iterable[Iterable[str]],
-                        propagation: str = "Background", timeout: int | None = None) -> ApplyResult:
-        """Delete what the module's recorded inventory has and its run's inventory (``current``) lacks
-        (:func:`stale_refs`), last stage first, through the deletion policy; a Secret a task generated (never
-        applied from a render: a credential, a certificate) is kept too. What is kept stays in the inventory
-        (``survivors``). With ``timeout``, wait until the deleted objects are gone (with ``Foreground``: their
-        pods too)."""
-        result = ApplyResult()
-        owned = sorted(self._owned_refs(stale_refs(recorded, current), result), key=uninstall_order)
-        for obj in owned:
-            annotations = obj["metadata"].get("annotations") or {}
-            if obj["kind"] == "Secret" and APPLIED_ANNOTATION not in annotations:
-                self._keep(obj, result, "generated")
-                continue
-            if prune_disabled(obj):
-                self._keep(obj, result, PRUNE_KEPT)
-                continue
-            self._remove(obj, result, purge=False, propagation=propagation)
-        gone = set(result.deleted)
-        result.survivors = [ref_of(o) for o in owned if ident(o) not in gone]
-        if timeout is not None:
-            self._wait_gone([o for o in owned if ident(o) in gone], timeout)
-        for obj in owned:
-            obj["metadata"].pop("annotations", None)
-        return result
-
-    def labelled(self) -> dict[str, list[Ref]]:
-        """Every object the installer applied that carries a module's label, by module, over every kind the API
-        serves: one metadata-only list per kind, for all modules at once (a reconcile that installs several
-        modules reads it once: :class:`LabelledObjects`)."""
-        found: dict[str, list[Ref]] = {}
-        for api_version, kind in sorted(self._served_kinds()):
-            try:
-                raw = self._resource(api_version, kind).get(label_selector=MODULE_LABEL, serialize=False,
-                                                            header_params={"Accept": PARTIAL_METADATA_LIST})
-            except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing to find
-                continue
-            for item in json.loads(raw.data).get("items") or []:
-                meta = item["metadata"]
-                if installer_managed(meta):
-                    module = (meta.get("labels") or {}).get(MODULE_LABEL, "")
-                    found.setdefault(module, []).append((api_version, kind, meta.get("namespace") or "",
-                                                         meta["name"]))
-        return found
-
-    def labelled_refs(self, labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
-        """The module's objects found by its label over every kind the API serves (those the installer applied and
-        that lie in its namespaces; ``labelled``: :meth:`labelled`, read already): what an install prunes besides
-        its recorded inventory, so that what an earlier installation of the module left in its namespaces when its
-        record was lost (a forgotten state) goes too. Never a cluster-scoped object: a label and a field manager's
-        name are all that would say it is the module's, and anyone who can write it can set both."""
-        found = (self.labelled() if labelled is None else labelled).get(self.module, [])
-        return [ref for ref in found if ref[2] and why_spared(self.module, ref, self.namespaces) is None]
-
-    def prune_base(self, recorded: Iterable[Iterable[str]], install: bool,
-                   labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
-        """What a run's prune compares with its inventory: the recorded inventory, and for an install the module's
-        labelled objects too (:meth:`labelled_refs`; one reference per object whatever its API version)."""
-        base = [tuple(r) for r in recorded]
-        if install:
-            known = {group_key(r) for r in base}  # type: ignore[arg-type]
-            base += [r for r in self.labelled_refs(labelled) if group_key(r) not in known]
-        return base  # type: ignore[return-value]
-
-    def prune_run(self, recorded: Iterable[Iterable[str]], current: Iterable[Iterable[str]], install: bool,
-                  labelled: dict[str, list[Ref]] | None = None) -> ApplyResult | None:
-        """The prune after a module's successful run (a preview's: what it would delete): what the recorded inventory
-        (for an install, with the module's labelled objects: :meth:`prune_base`) has and the run's inventory
-        (``current``) lacks, through the deletion policy (:meth:`prune_inventory`); None when it lacks nothing."""
-        base = self.prune_base(recorded, install, labelled)
-        if not stale_refs(base, current):
-            return None
-        return self.prune_inventory(base, current)
 
     def _delete_staged(self, owned: list[Obj], result: ApplyResult, purge: bool, timeout: int) -> None:
         """Delete ``owned`` through the deletion policy, the apply stages backwards, each gone before the next."""
