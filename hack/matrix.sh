@@ -29,33 +29,27 @@ done
 results=()
 failed=0
 summary_of() { grep -E '^(=+ )?[0-9]+ (passed|failed|error).* in [0-9.]+s' "$1" | tail -n 1 | tr -d '=' | xargs || true; }
-if [ "${KS_MATRIX_PARITY:-1}" != 0 ]; then
-  log=$(mktemp -t ks-matrix-parity.XXXXXX)
-  echo "[matrix] content per version against v3.4.1's rendering: tests/unit/test_version_parity.py (log: $log)" >&2
+# step LABEL COMMAND...: run COMMAND (its output shown, and kept in a log) and add its result line to the summary.
+step() {
+  local label=$1 log start rc=0 summary
+  shift
+  log=$(mktemp -t ks-matrix.XXXXXX)
+  echo "[matrix] $label: $* (log: $log)" >&2
   start=$SECONDS
-  rc=0
-  hack/test.sh tests/unit/test_version_parity.py -q -n 0 -s 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
+  "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
   summary=$(summary_of "$log")
   if [ "$rc" -eq 0 ]; then
-    results+=("content per version: passed in $((SECONDS - start))s (${summary:-no summary})")
+    results+=("$label: passed in $((SECONDS - start))s (${summary:-no summary})")
   else
     failed=1
-    results+=("content per version: FAILED (exit $rc) in $((SECONDS - start))s (${summary:-no summary}; log: $log)")
+    results+=("$label: FAILED (exit $rc) in $((SECONDS - start))s (${summary:-no summary}; log: $log)")
   fi
+}
+if [ "${KS_MATRIX_PARITY:-1}" != 0 ]; then
+  step "content per version" hack/test.sh tests/unit/test_version_parity.py -q -n 0 -s
 fi
 for version in "${versions[@]}"; do
-  log=$(mktemp -t "ks-matrix-$version.XXXXXX")
-  echo "[matrix] Kubernetes $version: hack/test.sh -m versions $* (log: $log)" >&2
-  start=$SECONDS
-  rc=0
-  KS_KUBERNETES_VERSION=$version hack/test.sh -m versions -rs "$@" 2>&1 | tee "$log" || rc=${PIPESTATUS[0]}
-  summary=$(summary_of "$log")
-  if [ "$rc" -eq 0 ]; then
-    results+=("$version: passed in $((SECONDS - start))s (${summary:-no summary})")
-  else
-    failed=1
-    results+=("$version: FAILED (exit $rc) in $((SECONDS - start))s (${summary:-no summary}; log: $log)")
-  fi
+  step "$version" env KS_KUBERNETES_VERSION="$version" hack/test.sh -m versions -rs "$@"
 done
 echo "[matrix] results:" >&2
 printf '[matrix]   %s\n' "${results[@]}" >&2
