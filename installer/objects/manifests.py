@@ -55,8 +55,9 @@ TERMINATING_TIMEOUT = 180
 #: The apply stages (installer.objects.refs.stage): namespaces and CRDs, the rest, then webhooks, APIServices and
 #: custom resources; each is planned once the one before it is done.
 STAGES = (0, 1, 2)
-#: How long an apply waits for the Services behind the webhooks and APIServices it writes to have a ready endpoint.
-BACKEND_TIMEOUT = 300
+#: How long an apply waits for the Services it renders behind the webhooks and APIServices it writes to have a ready
+#: endpoint (then it writes them anyway, with a warning: as the original installer did).
+BACKEND_TIMEOUT = 120
 #: The decisions that write an object.
 WRITES = ("create", "update", "adopt", "recreate")
 
@@ -122,20 +123,24 @@ class Manifests(Planning, Repairs, Pruning):
             staged = [o for o in objects if stage(o["apiVersion"], o["kind"]) == level]
             if staged:
                 decisions = self.plan(staged)
-                self._wait_backends(decisions)
+                self._wait_backends(decisions, objects, result)
                 self.execute(decisions, result, renewed, existed)
         if renewed:
             self._restart_users([o for o in objects if ident(o) in existed], renewed, result)
         return result
 
-    def _wait_backends(self, decisions: list[Decision]) -> None:
-        """Before writing webhooks and APIServices, wait until the Services they call have a ready endpoint (their
-        workloads were applied in the stage before): registered earlier, a webhook with failurePolicy Fail refuses
-        every write it intercepts, and an APIService makes discovery fail, until then."""
-        services = [s for d in decisions if d.action in WRITES and d.obj["kind"] in LATE_KINDS
-                    for s in backends(d.obj)]
-        if services:
-            wait_serving(self.dyn, list(dict.fromkeys(services)), BACKEND_TIMEOUT)
+    def _wait_backends(self, decisions: list[Decision], objects: list[Obj], result: ApplyResult) -> None:
+        """Before writing webhooks and APIServices, wait until the Services they call that this apply renders (their
+        workloads were applied in the stage before) have a ready endpoint: registered earlier, a webhook with
+        failurePolicy Fail refuses every write it intercepts, and an APIService makes discovery fail, until then. A
+        Service the apply does not render (another module's, or none) is not waited for."""
+        rendered = {(o["metadata"].get("namespace") or "", o["metadata"]["name"]) for o in objects
+                    if o["kind"] == "Service"}
+        services = {s: d.ref for d in decisions if d.action in WRITES and d.obj["kind"] in LATE_KINDS
+                    for s in backends(d.obj) if s in rendered}
+        for ns, name in wait_serving(self.dyn, list(services), BACKEND_TIMEOUT) if services else ():
+            result.foreign.append(f"{services[(ns, name)]}: written although Service {ns}/{name} had no ready "
+                                  f"endpoint after {BACKEND_TIMEOUT}s")
 
     def execute(self, decisions: list[Decision], result: ApplyResult, renewed: set[tuple[str, str]],
                 existed: set[str]) -> None:

@@ -134,19 +134,18 @@ def serving(dyn: DynamicClient, namespace: str, service: str) -> bool:
     return any((e.conditions or {}).get("ready") is not False for s in slices for e in s.endpoints or [])
 
 
-def wait_serving(dyn: DynamicClient, services: list[tuple[str, str]], timeout: float = 300) -> None:
-    """Wait until each of ``services`` has a ready endpoint: a webhook or APIService registered before its backend
-    answers fails (or, failurePolicy Ignore, skips) every call meanwhile. TimeoutError names those that do not."""
+def wait_serving(dyn: DynamicClient, services: list[tuple[str, str]], timeout: float = 120) -> list[tuple[str, str]]:
+    """Wait until each of ``services`` has a ready endpoint (a webhook or APIService registered before its backend
+    answers fails, or with failurePolicy Ignore skips, every call meanwhile), at most ``timeout`` seconds; returns
+    those that have none by then."""
     deadline = time.monotonic() + timeout
     pending = list(services)
     for delay in backoff(first=0.25):
         pending = [(ns, name) for ns, name in pending if not serving(dyn, ns, name)]
-        if not pending:
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no ready endpoint after {int(timeout)}s behind Service "
-                               + ", ".join(f"{ns}/{name}" for ns, name in pending))
+        if not pending or time.monotonic() > deadline:
+            return pending
         time.sleep(delay)
+    return pending
 
 
 def read_live(dyn: DynamicClient, obj: Obj) -> Any:
