@@ -5,7 +5,6 @@ uninstall and ``state: absent`` (and the prune's deletes: installer.objects.prun
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Iterable
@@ -21,7 +20,6 @@ from installer.objects.ownership import why_spared
 from installer.objects.readiness import backoff, read_live
 from installer.objects.refs import (
     LATE_KINDS,
-    PARTIAL_METADATA_LIST,
     Obj,
     Ref,
     applied_by_installer,
@@ -47,6 +45,18 @@ PURGE_ENV = "KS_PURGE"
 KEPT_ON_UNINSTALL = ("PersistentVolumeClaim", "CustomResourceDefinition")
 #: Kinds a purge looks at even when the uninstall does not name them (roles keep them out of it otherwise).
 PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
+TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
+                "apps/v1/StatefulSet", "apps/v1/DaemonSet", "batch/v1/Job", "batch/v1/CronJob")
+"""Kinds whose objects of another module keep a namespace from being deleted."""
+#: More such kinds, for the namespaces of these modules: monitoring's Istio monitors in istio-system; the volumes and
+#: the fluent-bit pipeline objects other modules put in kubesphere-logging-system.
+MODULE_TENANT_KINDS = {
+    "servicemesh": ("monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/ServiceMonitor"),
+    "opensearch": ("v1/PersistentVolumeClaim", "logging.kubesphere.io/v1alpha2/Input",
+                   "logging.kubesphere.io/v1alpha2/Filter", "logging.kubesphere.io/v1alpha2/Output",
+                   "logging.kubesphere.io/v1alpha2/Parser"),
+    "fluentbit": ("logging.kubesphere.io/v1alpha2/Input",),
+}
 #: The note of an object kept by :data:`PRUNE_ANNOTATION`.
 PRUNE_KEPT = f"{PRUNE_ANNOTATION}: {PRUNE_DISABLED}"
 
@@ -194,12 +204,11 @@ class Removal:
             out.append(obj)
         return out
 
-    def _served_kinds(self, namespaced: bool = False) -> set[tuple[str, str]]:
-        """Every kind the API serves that can be listed and deleted (of each group's kind, its preferred version;
-        ``namespaced``: only namespaced kinds)."""
+    def _served_kinds(self) -> set[tuple[str, str]]:
+        """Every kind the API serves that can be listed and deleted (of each group's kind, its preferred version)."""
         found: dict[tuple[str, str], str] = {}
         for res in self.dyn.resources.search():
-            if isinstance(res, ResourceList) or (namespaced and not getattr(res, "namespaced", False)):
+            if isinstance(res, ResourceList):  # the client's own List pseudo-resource
                 continue
             verbs = getattr(res, "verbs", None) or []
             if "/" in (getattr(res, "name", "") or "/") or "list" not in verbs or "delete" not in verbs:
@@ -311,19 +320,17 @@ class Removal:
         return bool(items.get("items"))
 
     def _other_modules_in(self, namespace: str) -> list[str]:
-        """Other modules with objects in ``namespace`` (of any kind the API serves): deleting it would delete
-        theirs. One metadata-only list per namespaced kind, done only when a namespace is about to go."""
+        """Other modules with objects of :data:`TENANT_KINDS` (plus the module's :data:`MODULE_TENANT_KINDS`) in
+        ``namespace``: deleting it would delete theirs."""
         selector = f"{MODULE_LABEL},{MODULE_LABEL}!={self.module}"
         found: set[str] = set()
-        for api_version, kind in sorted(self._served_kinds(namespaced=True)):
+        kinds = (*TENANT_KINDS, *MODULE_TENANT_KINDS.get(self.module, ()))
+        for api_version, kind in dict.fromkeys(parse_kind(k) for k in kinds):
             try:
-                raw = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
-                                                            serialize=False,
-                                                            header_params={"Accept": PARTIAL_METADATA_LIST})
+                items = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).items
             except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing of it
                 continue
-            found |= {(i["metadata"].get("labels") or {}).get(MODULE_LABEL, "")
-                      for i in json.loads(raw.data).get("items") or []}
+            found |= {(i.metadata.labels or {}).get(MODULE_LABEL, "") for i in items}
         return sorted(found - {""})
 
     def _has_pvcs(self, namespace: str) -> bool:
