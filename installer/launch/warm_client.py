@@ -106,7 +106,8 @@ class Handover:
         """Hand the run over; False when the warm engine refused it (or went away before it started)."""
         for number in FORWARDED:
             _signal.signal(number, self._signalled)
-        body = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "python": sys.executable})
+        body = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "python": sys.executable,
+                              "code": __file__})
         fds = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in (0, 1, 2))
         try:
             self.sock.sendmsg([len(body).to_bytes(4, "big")], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])

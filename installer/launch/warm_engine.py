@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from installer.launch import cpython_private, forkserver
+from installer.launch import cpython_private, forkserver, warm_client
 from installer.launch.code_stamp import code_stamp
 from installer.launch.warm_client import DIR_PREFIX, EXITED, FORWARDED, REFUSED, RUNNING, start_ticks
 
@@ -228,6 +228,8 @@ class WarmEngine:
     def _refusal(self, request: dict[str, Any]) -> str | None:
         if request.get("python") != sys.executable:
             return f"the client runs {request.get('python')!r}, not {sys.executable}"
+        if request.get("code") != warm_client.__file__:
+            return f"the client is another installer's ({request.get('code')!r}), not {warm_client.__file__}"
         if threading.active_count() != 1:
             return "more than one thread"
         if self.stamp_of() != self.stamp:

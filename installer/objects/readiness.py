@@ -145,7 +145,7 @@ def wait_serving(dyn: DynamicClient, services: list[tuple[str, str]], timeout: f
         if not pending or time.monotonic() > deadline:
             return pending
         time.sleep(delay)
-    return pending
+    raise AssertionError("backoff() never ends")
 
 
 def read_live(dyn: DynamicClient, obj: Obj) -> Any:

@@ -182,3 +182,16 @@ def test_an_idle_warm_engine_ends(served: Served) -> None:
     served.proc.wait(timeout=30)
     assert "stops listening: no run for 1s" in served.log()
     assert not (served.directory / "s").exists()
+
+
+def test_a_hook_of_another_installer_tree_is_refused(served: Served, tmp_path: Path) -> None:
+    """Another checkout's hook (the same interpreter, the same shell-operator) never runs this tree's code."""
+    other = tmp_path / "other"
+    shutil.copytree(Path(warm_client.__file__).parents[2] / "installer", other / "installer",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    proc = served.client("echo", "0", PYTHONPATH=str(other), KUBECONFIG=str(tmp_path / "none"),
+                         BINDING_CONTEXT_PATH="", KS_BASE_DIR=str(tmp_path), KS_WARM_ENGINE="1")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "could not talk to the Kubernetes API" in err, err  # ran itself
+    assert f"refused a run: the client is another installer's ('{other}/installer/launch/warm_client.py')" \
+        in served.log()
