@@ -19,9 +19,7 @@ are never drift. A record kept before UIDs were recorded is checked for missing 
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -42,11 +40,9 @@ from installer.objects.foreign import (
 )
 from installer.objects.inventory import METADATA_LISTED, facts_of
 from installer.objects.manifests import opted_out
-from installer.objects.refs import PARTIAL_METADATA_LIST, Ref
+from installer.objects.pruning import labelled_items, side_by_side
+from installer.objects.refs import Ref
 from installer.settings import MODULE_LABEL
-
-#: How many of the per-kind lists run at once.
-LISTS_AT_ONCE = 8
 
 
 def _describe(ref: Ref) -> str:
@@ -85,10 +81,8 @@ def _labelled(dyn: DynamicClient, api_version: str, kind: str, metadata_only: bo
         res = dyn.resources.get(api_version=api_version, kind=kind)
     except ResourceNotFoundError:
         return {}
-    header = {"Accept": PARTIAL_METADATA_LIST} if metadata_only or kind in METADATA_LISTED else {}
-    raw = res.get(label_selector=MODULE_LABEL, serialize=False, header_params=header)
     return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i
-            for i in json.loads(raw.data).get("items") or []}
+            for i in labelled_items(res, metadata_only or kind in METADATA_LISTED)}
 
 
 def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: bool = False) -> dict[str, list[str]]:
@@ -104,8 +98,7 @@ def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: 
     for api_version, kind in kinds:  # discovery once, before the lists run side by side
         with contextlib.suppress(ResourceNotFoundError):
             dyn.resources.get(api_version=api_version, kind=kind)
-    with ThreadPoolExecutor(max_workers=min(LISTS_AT_ONCE, len(kinds) or 1)) as pool:
-        lists = list(pool.map(lambda k: _labelled(dyn, k[0], k[1], missing_only), kinds))
+    lists = side_by_side(lambda k: _labelled(dyn, k[0], k[1], missing_only), kinds)
     drift: dict[str, list[str]] = defaultdict(list)
     for (api_version, kind), live in zip(kinds, lists, strict=True):
         for key, (module, ref) in sorted(wanted[(api_version, kind)].items()):

@@ -7,8 +7,9 @@ installation left when its record was lost).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
@@ -31,6 +32,22 @@ from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 #: How many of the per-kind lists run at once.
 LISTS_AT_ONCE = 8
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def side_by_side(read: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``read`` of each of ``items`` (API reads), :data:`LISTS_AT_ONCE` at a time, in their order."""
+    with ThreadPoolExecutor(max_workers=LISTS_AT_ONCE) as pool:
+        return list(pool.map(read, items))
+
+
+def labelled_items(res: Any, metadata_only: bool = True) -> list[Obj]:
+    """Every object of a kind (``res``) that carries a module's label, as the API server sends them
+    (``metadata_only``: a metadata-only list)."""
+    header = {"Accept": PARTIAL_METADATA_LIST} if metadata_only else {}
+    raw = res.get(label_selector=MODULE_LABEL, serialize=False, header_params=header)
+    return json.loads(raw.data).get("items") or []
 
 
 class Pruning(Removal):
@@ -68,8 +85,7 @@ class Pruning(Removal):
         several modules reads it once: installer.engine.runner)."""
         found: dict[str, list[Ref]] = {}
         kinds = sorted(self._served_kinds())
-        with ThreadPoolExecutor(max_workers=LISTS_AT_ONCE) as pool:
-            listed = list(pool.map(lambda kind: self._labelled_of(*kind), kinds))
+        listed = side_by_side(lambda kind: self._labelled_of(*kind), kinds)
         for (api_version, kind), items in zip(kinds, listed, strict=True):
             for meta in items:
                 if installer_managed(meta):
@@ -81,11 +97,9 @@ class Pruning(Removal):
     def _labelled_of(self, api_version: str, kind: str) -> list[Obj]:
         """The metadata of every object of a kind that carries a module's label (none: the kind is not served)."""
         try:
-            raw = self._resource(api_version, kind).get(label_selector=MODULE_LABEL, serialize=False,
-                                                        header_params={"Accept": PARTIAL_METADATA_LIST})
+            return [item["metadata"] for item in labelled_items(self._resource(api_version, kind))]
         except (NotFoundError, ResourceNotFoundError, ApiException):  # kind not served: nothing to find
             return []
-        return [item["metadata"] for item in json.loads(raw.data).get("items") or []]
 
     def labelled_refs(self, labelled: dict[str, list[Ref]] | None = None) -> list[Ref]:
         """The module's objects found by its label over every kind the API serves (those the installer applied and
