@@ -13,6 +13,7 @@ from kubernetes import client
 from installer import KS_VERSION
 from installer.config import SpecError
 from installer.engine.adoption import Takeover
+from installer.engine.beside import beside
 from installer.engine.cc_events import CcEvents
 from installer.engine.drift import find_drift
 from installer.engine.executor import Events, execute
@@ -239,10 +240,15 @@ class Reconciler:
         if cc is None:
             log.info("ClusterConfiguration %s/ks-installer not found; nothing to do", NAMESPACE)
             return ReconcileResult()
-        mark_unreconciled(self.ccs, cc)
-        SERVER.prefork()  # before the Lease's thread starts
-        with Lease(self.api, on_lost=self.stop.set).held():
-            return self._run(cc, force, drift, scheduled=scheduled)
+        SERVER.prefork()  # before any thread of the run starts
+        # Ready Unknown for a generation not reconciled yet, beside the Lease's acquisition; both before the plan.
+        marked = beside(lambda: mark_unreconciled(self.ccs, cc), "ready-unknown")
+        try:
+            with Lease(self.api, on_lost=self.stop.set).held():
+                marked.result()
+                return self._run(cc, force, drift, scheduled=scheduled)
+        finally:
+            marked.result()  # its failure is the run's, even when the Lease was not taken
 
     def remove_all(self, purge: bool = False) -> ReconcileResult:
         """Uninstall every module the state records, dependents first; then forget the state and delete the cc,
@@ -305,7 +311,7 @@ class Reconciler:
         assert planned.prepared is not None and planned.plan is not None
         plan, spec = planned.plan, planned.prepared.spec
         report.planned(planned.prepared, plan, planned.drift)
-        self.store.save_spec(spec)
+        self.store.save_spec(spec, with_next=bool(plan.runnable))  # then in the same write as the first intent
         enabled = [m.name for m in MODULES if m.enabled(spec)]
         core = [m.name for m in MODULES if m.core_phase and m.name in enabled]
         welcome = WelcomeStep(self.api, self.settings.running_file, self.settings.console_timeout, self.cancel,
@@ -314,8 +320,8 @@ class Reconciler:
                               pending=lambda: [n for n in enabled if not report.complete(n)])
         runs = ModuleRuns(self.store, planned.records, plan, report, welcome)
         if plan.runnable:
+            variables = beside(lambda: run_variables(spec, cluster_facts(self.api)), "cluster-facts")
             report.running()
-            variables = run_variables(spec, cluster_facts(self.api))
             runner = PlaybookRunner(self.settings, variables, self.cancel, on_task=report.task_started,
                                     inventories=runs.inventory, api=self.api, facts=runs.facts)
             try:
@@ -323,6 +329,8 @@ class Reconciler:
             except BaseException:
                 welcome.settle(write=False)
                 raise
+            finally:
+                self.store.save_staged()  # no module started (all blocked, or stopping): the spec alone
             report.collecting()
         # Every module of the run has ended: kubesphere_running may be written, and the box shown (as upstream's
         # every run did) unless only the schedule started this one and it ran nothing: no box every few minutes.

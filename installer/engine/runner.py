@@ -28,6 +28,7 @@ import installer.ansible_tasks
 from installer import KS_VERSION
 from installer.ansible_tasks import WARNINGS_KEY
 from installer.ansible_tasks._record import CAPTURE_ENV
+from installer.engine.beside import beside
 from installer.engine.plan import Action, Step
 from installer.engine.plays import play_variables, playbook_file
 from installer.engine_settings import Settings
@@ -281,12 +282,13 @@ def ansible_environment(work: Path) -> dict[str, str]:
 class PlaybookRunner:
     """Runs modules' install/uninstall plays (installer.engine.plays) with a fresh private_data_dir per run."""
 
-    def __init__(self, settings: Settings, variables: dict[str, Any], cancel: threading.Event,
+    def __init__(self, settings: Settings, variables: dict[str, Any] | Future[dict[str, Any]], cancel: threading.Event,
                  on_task: Callable[[str, int, str], None] | None = None,
                  inventories: Callable[[str], tuple[Ref, ...]] | None = None, api: Any = None,
                  facts: Callable[[str], dict[str, tuple[str, str]]] | None = None) -> None:
         self.settings = settings
         self.variables = variables
+        """The variables of every run (:func:`run_variables`), or their Future (the cluster's facts, read beside)."""
         self.cancel = cancel
         self.on_task = on_task
         self.inventories = inventories
@@ -310,7 +312,8 @@ class PlaybookRunner:
         progress = _Progress(module.name, self.on_task)
         self.settings.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{module.name}-", dir=self.settings.run_dir) as pdd:
-            extravars = {**self.variables, **play_variables(module), "ks_action": step.action.value,
+            variables = self.variables.result() if isinstance(self.variables, Future) else self.variables
+            extravars = {**variables, **play_variables(module), "ks_action": step.action.value,
                          "ks_hash": step.hash or ""}
             (Path(pdd) / MODULE_FILE).write_text(module.name, encoding="utf-8")
             write_extravars(Path(pdd), extravars)  # not extravars=: ansible-runner would write them as JSON
@@ -402,18 +405,8 @@ class PlaybookRunner:
         install read them (each prunes only its own). Read before or after a run, the prune is the same: what the
         run applies is in its inventory, and what it deleted is gone."""
         with self._labelled_lock:
-            if self._labelled is None:
-                future: Future[dict[str, list[Ref]]] = Future()
-                manifests = Manifests(self.api, module)
-
-                def read() -> None:
-                    try:
-                        future.set_result(manifests.labelled())
-                    except Exception as exc:  # the prune that waits for it fails with it
-                        future.set_exception(exc)
-
-                threading.Thread(target=read, name="labelled-objects", daemon=True).start()
-                self._labelled = future
+            if self._labelled is None:  # a failed read fails the prune that waits for it
+                self._labelled = beside(Manifests(self.api, module).labelled, "labelled-objects")
             return self._labelled
 
     def _env(self, pdd: Path) -> dict[str, str]:

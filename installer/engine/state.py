@@ -46,6 +46,8 @@ class StateStore:
         self.stored_spec: dict[str, Any] | None = None
         self.upgrade: dict[str, str] = {}
         """The entries of an older format, upgraded and encoded: written with the next spec."""
+        self.staged: dict[str, str | None] = {}
+        """Entries the next write carries too (:meth:`save_spec` ``with_next``)."""
 
     def _read(self) -> dict[str, str]:
         try:
@@ -78,6 +80,7 @@ class StateStore:
         return self._read()
 
     def _patch(self, data: dict[str, str | None]) -> None:
+        data = {**self.staged, **data}
         body = {"data": data}
         try:
             written = self.core.patch_namespaced_secret(self.name, self.namespace, body)
@@ -88,6 +91,7 @@ class StateStore:
             kept = {k: v for k, v in data.items() if v is not None}
             written = self.core.create_namespaced_secret(self.namespace, client.V1Secret(metadata=meta, data=kept))
         self.revision = written.metadata.resource_version
+        self.staged = {}
 
     def save(self, record: Record) -> None:
         self._patch({record.module: encode(record.to_dict())})
@@ -95,17 +99,25 @@ class StateStore:
     def forget(self, module: str) -> None:
         self._patch({module: None})
 
-    def save_spec(self, spec: dict[str, Any]) -> None:
+    def save_spec(self, spec: dict[str, Any], with_next: bool = False) -> None:
         """Store the accepted spec and this installer's format, with every entry upgraded to it in the same write
         (an older installer's state moves forward at once, or not at all). Nothing is written when the Secret
-        already holds both."""
+        already holds both. ``with_next``: written by the next write (a module's intent; :meth:`save_staged` if
+        none comes), one request fewer before a playbook starts."""
         if spec == self.stored_spec and self.format == FORMAT:
             return
         if self.upgrade:
             log.info("The installer's state (%s) moves from format %s to %d", self.ref, self.format, FORMAT)
-        self._patch({**self.upgrade, SPEC_KEY: encode(spec), FORMAT_KEY: encode(FORMAT),
-                     WRITER_KEY: encode(INSTALLER_VERSION)})
+        self.staged = {**self.upgrade, SPEC_KEY: encode(spec), FORMAT_KEY: encode(FORMAT),
+                       WRITER_KEY: encode(INSTALLER_VERSION)}
+        if not with_next:
+            self.save_staged()
         self.format, self.upgrade, self.stored_spec = FORMAT, {}, spec
+
+    def save_staged(self) -> None:
+        """Write what :meth:`save_spec` left for the next write, if no write took it."""
+        if self.staged:
+            self._patch({})
 
     def delete(self) -> None:
         """Remove the whole store: the next reconcile installs every enabled module and uninstalls nothing."""

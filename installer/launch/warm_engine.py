@@ -75,7 +75,7 @@ def hook_main(argv: list[str]) -> int:
 def preload() -> None:
     """What a hook run imports, imported once: the hook, the fast path, the reconcile and the Kubernetes client, and
     what the Ansible fork server loads (installer.launch.forkserver.preload; none of it reads the environment when
-    imported)."""
+    imported), with the files every run parses (ansible_patches.cache_definitions)."""
     import jinja2  # noqa: F401
     import kubernetes.client  # noqa: F401
     import yaml  # noqa: F401
@@ -91,8 +91,10 @@ def preload() -> None:
     import installer.objects.kube
     import installer.process_exit  # noqa: F401
     from installer.ansible_tasks._preload import import_tasks
+    from installer.launch.ansible_patches import cache_definitions
 
     import_tasks(base=False)
+    cache_definitions()
 
 
 @dataclass

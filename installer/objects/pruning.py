@@ -31,7 +31,7 @@ from installer.objects.results import ApplyResult
 from installer.settings import APPLIED_ANNOTATION, MODULE_LABEL
 
 #: How many of the per-kind lists run at once.
-LISTS_AT_ONCE = 8
+LISTS_AT_ONCE = 4
 T = TypeVar("T")
 R = TypeVar("R")
 
