@@ -225,8 +225,11 @@ def _handle(triggers: set[str], cancel: threading.Event) -> int:
     if cc is None:
         log.info("ClusterConfiguration %s/%s not found; waiting for it", NAMESPACE, CC_NAME)
         return 0
-    mark_unreconciled(ccs, cc)  # first: READY must not say True for an edit not reconciled yet
     retry = (cc["metadata"].get("annotations") or {}).get(RETRY_ANNOTATION)
+    only = triggers and (triggers <= {RETRY_BINDING} or triggers <= {SCHEDULE_BINDING})
+    if retry is not None or only:
+        mark_unreconciled(ccs, cc)  # first: READY must not say True for an edit not reconciled yet
+    # else the reconcile marks it first, beside taking its Lease (Reconciler.run)
     drift = None
     if retry is not None:
         # Handled once: removing it lets the same command work again next time.

@@ -9,13 +9,16 @@ import datetime as dt
 import logging
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from installer.settings import CC_GROUP, CC_KIND, CC_VERSION
+
+if TYPE_CHECKING:
+    from installer.engine.ordered_writes import OrderedWrites
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +29,10 @@ MESSAGE_LIMIT = 1024
 class CcEvents:
     """Writes core/v1 Events about one cc (its uid ties them to it; a recreated cc starts a new story)."""
 
-    def __init__(self, api: client.ApiClient, cc: dict[str, Any]) -> None:
+    def __init__(self, api: client.ApiClient, cc: dict[str, Any], writes: OrderedWrites | None = None) -> None:
         self.core = client.CoreV1Api(api)
+        self.writes = writes
+        """Where the Events are sent from (installer.engine.ordered_writes), in order with the status; None: here."""
         meta = cc.get("metadata") or {}
         self.namespace = meta.get("namespace", "")
         self.regarding = client.V1ObjectReference(
@@ -49,6 +54,12 @@ class CcEvents:
             source=client.V1EventSource(component=COMPONENT, host=os.environ.get("HOSTNAME")),
             first_timestamp=now, last_timestamp=now, count=1, reporting_component=COMPONENT,
             reporting_instance=os.environ.get("HOSTNAME") or COMPONENT)
+        if self.writes is not None:
+            self.writes.submit(lambda: self._create(reason, body))
+        else:
+            self._create(reason, body)
+
+    def _create(self, reason: str, body: client.CoreV1Event) -> None:
         try:
             self.core.create_namespaced_event(self.namespace, body)
         except (ApiException, HTTPError) as exc:

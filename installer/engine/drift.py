@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from kubernetes import client
@@ -74,15 +75,17 @@ def writers(obj: dict[str, Any]) -> str:
     return "; ".join(found) or "the installer's own field manager"
 
 
-def _labelled(dyn: DynamicClient, api_version: str, kind: str, metadata_only: bool) -> dict[tuple[str, str], Any]:
-    """``(namespace, name)`` → every object of a kind that carries a module's label (as a dict; ``metadata_only``:
-    its metadata alone, what a check for missing objects needs)."""
+def _labelled(dyn: DynamicClient, api_version: str, kind: str, metadata_only: bool,
+              modules: Iterable[str]) -> dict[tuple[str, str], Any]:
+    """``(namespace, name)`` → every object of a kind that carries the label of one of ``modules`` (as a dict;
+    ``metadata_only``: its metadata alone, what a check for missing objects needs, from the API server's cache:
+    the objects it looks for were made long before, and the schedule's drift check reads etcd)."""
     try:
         res = dyn.resources.get(api_version=api_version, kind=kind)
     except ResourceNotFoundError:
         return {}
     return {(i["metadata"].get("namespace") or "", i["metadata"]["name"]): i
-            for i in labelled_items(res, metadata_only or kind in METADATA_LISTED)}
+            for i in labelled_items(res, metadata_only or kind in METADATA_LISTED, modules, from_cache=metadata_only)}
 
 
 def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: bool = False) -> dict[str, list[str]]:
@@ -98,7 +101,9 @@ def find_drift(api: client.ApiClient, records: dict[str, Record], missing_only: 
     for api_version, kind in kinds:  # discovery once, before the lists run side by side
         with contextlib.suppress(ResourceNotFoundError):
             dyn.resources.get(api_version=api_version, kind=kind)
-    lists = side_by_side(lambda k: _labelled(dyn, k[0], k[1], missing_only), kinds)
+    # Only the checked modules' objects: an object labelled for another module counts as missing either way.
+    checked = {module for by_key in wanted.values() for module, _ in by_key.values()}
+    lists = side_by_side(lambda k: _labelled(dyn, k[0], k[1], missing_only, checked), kinds)
     drift: dict[str, list[str]] = defaultdict(list)
     for (api_version, kind), live in zip(kinds, lists, strict=True):
         for key, (module, ref) in sorted(wanted[(api_version, kind)].items()):

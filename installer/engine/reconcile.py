@@ -21,6 +21,7 @@ from installer.engine.fingerprint import DigestCache
 from installer.engine.hook_metrics import HookMetrics
 from installer.engine.lease import Lease
 from installer.engine.member_clusters import role_change_errors
+from installer.engine.ordered_writes import OrderedWrites
 from installer.engine.plan import Action, Plan, Step
 from installer.engine.planning import (
     REPAIR_STATE,
@@ -129,8 +130,11 @@ class ModuleRuns(Events):
     once the console's modules are in place."""
 
     def __init__(self, store: StateStore, records: dict[str, Record], plan: Plan, report: RunReport,
-                 welcome: WelcomeStep) -> None:
+                 welcome: WelcomeStep, early_welcome: bool = False) -> None:
         self.store, self.records, self.plan, self.report, self.welcome = store, records, plan, report, welcome
+        self.early_welcome = early_welcome
+        """Start the welcome step as the first modules start, when the console's modules are installed and none
+        of them is to run (the console waited for beside the run, not after it)."""
         self.outcomes: dict[str, RunOutcome] = {}
         self.takeover = Takeover(store.core.api_client, first=not records)
 
@@ -153,14 +157,18 @@ class ModuleRuns(Events):
             self.store.save(record)
             self.records[step.module] = record
             self.takeover.after(step.module)  # the original's Helm releases it took over are retired
-        if len(self.outcomes) == len(self.plan.runnable):
+        last = len(self.outcomes) == len(self.plan.runnable)
+        if last:
             self.takeover.report(self.report.status)  # what no module took over: status.adoption
-        self.report.finished(step, outcome)
+        # The last module's status goes with the run's final write when nothing is left to wait for before it.
+        self.report.finished(step, outcome, flush=not (last and self.welcome.reported.is_set()))
         if outcome.ok and step.action != Action.UNINSTALL:
             self.maybe_welcome()
 
     def launched(self) -> None:
         self.report.launched()
+        if self.early_welcome:
+            self.maybe_welcome()
 
     def blocked(self, step: Step, because: list[str]) -> None:
         self.report.blocked(step, because)
@@ -295,9 +303,21 @@ class Reconciler:
         clean_run_dirs(self.settings.run_dir)  # under the lease: no other run of ours is using it
         planned = prepare_plan(self.api, self.store, self.files, cc, force=force, drift=drift,
                                remove_all=remove_all, purge_all=purge_all)
-        report = RunReport(StatusWriter(self.ccs, cc.get("status")), CcEvents(self.api, cc), HookMetrics(),
-                           self.settings.results_dir, cc["metadata"].get("generation"), planned.records,
-                           removing_all=remove_all, live=self.ccs)
+        writes = OrderedWrites("status-writes")  # status and Events go out beside the run, in order
+        report = RunReport(StatusWriter(self.ccs, cc.get("status"), writes), CcEvents(self.api, cc, writes),
+                           HookMetrics(), self.settings.results_dir, cc["metadata"].get("generation"),
+                           planned.records, removing_all=remove_all, live=self.ccs)
+        try:
+            result = self._report(cc, planned, report, remove_all, scheduled)
+        except BaseException:
+            writes.drain(raise_error=False)
+            raise
+        writes.drain()  # every write of the run sent before the Lease is let go
+        return result
+
+    def _report(self, cc: dict[str, Any], planned: Planned, report: RunReport, remove_all: bool,
+                scheduled: bool) -> ReconcileResult:
+        """The planned run, executed and reported."""
         if planned.reason == STATE_UNREADABLE:
             report.stalled(STATE_UNREADABLE, f"{unreadable_state(planned)}; nothing was run or uninstalled. "
                            f"{REPAIR_STATE}")
@@ -318,7 +338,9 @@ class Reconciler:
                               lambda ready, message: report.console(ready, message, KS_VERSION),
                               missing=lambda: [n for n in core if not report.complete(n)],
                               pending=lambda: [n for n in enabled if not report.complete(n)])
-        runs = ModuleRuns(self.store, planned.records, plan, report, welcome)
+        # An edit's run waits for the console beside its modules (a scheduled run decides at its end, as before).
+        runs = ModuleRuns(self.store, planned.records, plan, report, welcome,
+                          early_welcome=not (remove_all or scheduled))
         if plan.runnable:
             variables = beside(lambda: run_variables(spec, cluster_facts(self.api)), "cluster-facts")
             report.running()

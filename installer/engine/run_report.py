@@ -158,8 +158,9 @@ class RunReport:
         log.warning("[%s] blocked: %s", step.module, message)
         self.status.module(step.module, Phase.BLOCKED, message=message)
 
-    def finished(self, step: Step, outcome: RunOutcome) -> None:
-        """A module's run ended (the state already records how)."""
+    def finished(self, step: Step, outcome: RunOutcome, flush: bool = True) -> None:
+        """A module's run ended (the state already records how). ``flush=False``: its status is written with the
+        next write (the run's last module, when :meth:`finish` follows at once)."""
         self.done += 1
         state = "successful" if outcome.ok else "interrupted" if outcome.interrupted else "failed"
         log.info("task %s status is %s  (%d/%d)", step.module, state, self.done, self.total)
@@ -200,7 +201,8 @@ class RunReport:
                     self.status.enabled(key)
                 else:
                     self.status.cleared(key)
-        self.status.flush()
+        if flush:
+            self.status.flush()
 
     def _failed(self, step: Step, outcome: RunOutcome) -> None:
         previous = (self.status.current.get("modules") or {}).get(step.module) or {}
@@ -294,6 +296,7 @@ class RunReport:
         live_cc = self.live
         for _ in range(GUARDED_ATTEMPTS if live_cc is not None else 0):
             assert live_cc is not None
+            self.status.drain()  # the cc as read after this run's own writes, or the guard would refuse
             live = live_cc.get()
             if live is None:
                 break

@@ -128,6 +128,10 @@ class StateStore:
                 raise
 
 
+#: libyaml's emitter when PyYAML was built with it (the same YAML, about four times faster), else PyYAML's own.
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def write_mirror(path: Path, records: dict[str, Record]) -> None:
     """Readable copy of the store with secret values redacted."""
     doc: dict[str, Any] = {}
@@ -142,5 +146,5 @@ def write_mirror(path: Path, records: dict[str, Record]) -> None:
                                        "startedAt": rec.intent.started_at}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(doc, sort_keys=True))
+    tmp.write_text(yaml.dump(doc, Dumper=SAFE_DUMPER, sort_keys=True))
     tmp.replace(path)

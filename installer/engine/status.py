@@ -5,13 +5,17 @@ Thread-safe: the reconcile and its welcome step share one writer."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from installer.spec import merge, nested
+
+if TYPE_CHECKING:
+    from installer.engine.ordered_writes import OrderedWrites
 
 log = logging.getLogger("installer")
 
@@ -114,10 +118,12 @@ class LiveCc(Protocol):
 
 
 class StatusWriter:
-    """Collects status changes and writes them as one merge patch per ``flush``."""
+    """Collects status changes and writes them as one merge patch per ``flush``; with ``writes``, in its thread
+    (the reconcile goes on meanwhile; :meth:`drain` waits for them)."""
 
-    def __init__(self, ccs: StatusSink, current: dict[str, Any] | None) -> None:
+    def __init__(self, ccs: StatusSink, current: dict[str, Any] | None, writes: OrderedWrites | None = None) -> None:
         self.ccs = ccs
+        self.writes = writes
         self.current = current or {}
         self.conditions: list[dict[str, Any]] = list(self.current.get("conditions") or [])
         self.pending: dict[str, Any] = {}
@@ -185,16 +191,24 @@ class StatusWriter:
         self.update({"conditions": self.conditions})
 
     def flush(self) -> None:
-        with self.lock:  # held while patching too, so patches land in the order they were made
+        with self.lock:  # held while patching (or queueing) too, so patches land in the order they were made
             pending, self.pending = self.pending, {}
-            if pending:
+            if pending and self.writes is not None:
+                self.writes.submit(functools.partial(self.ccs.patch_status, pending))
+            elif pending:
                 self.ccs.patch_status(pending)
             self.flushed_at = time.monotonic()
 
+    def drain(self) -> None:
+        """Wait for the patches queued by :meth:`flush`; raise the first that failed."""
+        if self.writes is not None:
+            self.writes.drain()
+
     def flush_with(self, write: Callable[[dict[str, Any]], bool]) -> bool:
         """Flush through ``write``, which may refuse (False, e.g. the cc changed since it was read): then the
-        changes stay for the next flush."""
+        changes stay for the next flush. It comes after every patch flushed before."""
         with self.lock:
+            self.drain()
             pending, self.pending = self.pending, {}
             if pending and not write(pending):
                 merge(pending, self.pending)

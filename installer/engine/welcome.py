@@ -29,6 +29,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from installer.engine import welcome_box
+from installer.engine.beside import beside
 from installer.objects.api_errors import api_reason
 from installer.objects.core_secret import DEFAULT_PASSWORD
 from installer.objects.readiness import WaitStopped, deployment_ref, wait_ready
@@ -52,9 +53,10 @@ def wait_for_console(api: client.ApiClient, timeout: float, stop: threading.Even
 
 def console_address(api: client.ApiClient) -> str:
     core = client.CoreV1Api(api)
+    first_ip = beside(lambda: first_internal_ip(core), "welcome-node")  # read with the Service
     svc = core.read_namespaced_service("ks-console", NAMESPACE)
     port = next((p.node_port for p in svc.spec.ports if p.node_port), None)
-    ip = first_internal_ip(core)
+    ip = first_ip.result()
     if port and ip:
         return f"http://{ip}:{port}"
     return f"http://{svc.spec.cluster_ip}:{svc.spec.ports[0].port} (service ks-console, type {svc.spec.type})"
@@ -88,7 +90,8 @@ def password_line(api: client.ApiClient) -> str:
 
 def write_welcome(api: client.ApiClient, running_file: Path, announce: bool = True) -> str:
     """Write ``kubesphere_running`` (replaced whole) and (when ``announce``) log the box; return the text."""
-    text = welcome_box.render(console_address(api), password_line(api), welcome_box.now())
+    password = beside(lambda: password_line(api), "welcome-password")  # read with the address
+    text = welcome_box.render(console_address(api), password.result(), welcome_box.now())
     welcome_box.save(running_file, text)
     if announce:
         welcome_box.show(text)
@@ -109,6 +112,8 @@ class WelcomeStep:
         self.missing, self.pending = missing, pending
         self.thread: threading.Thread | None = None
         self._settled = threading.Event()
+        self.reported = threading.Event()
+        """Set once ``report`` has the console's outcome (its status write queued)."""
         self._write = True
         self._announce = False
 
@@ -165,8 +170,10 @@ class WelcomeStep:
             return
         except (ConsoleNotReady, ApiException) as exc:
             self.report(False, str(exc))
+            self.reported.set()
             return
         self.report(True, "ks-apiserver and ks-console are Available")
+        self.reported.set()
         if not self._may_write():
             return
         try:

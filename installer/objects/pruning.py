@@ -42,11 +42,16 @@ def side_by_side(read: Callable[[T], R], items: Iterable[T]) -> list[R]:
         return list(pool.map(read, items))
 
 
-def labelled_items(res: Any, metadata_only: bool = True) -> list[Obj]:
+def labelled_items(res: Any, metadata_only: bool = True, modules: Iterable[str] | None = None,
+                   from_cache: bool = False) -> list[Obj]:
     """Every object of a kind (``res``) that carries a module's label, as the API server sends them
-    (``metadata_only``: a metadata-only list)."""
+    (``metadata_only``: a metadata-only list); with ``modules``, only theirs (the server selects them).
+    ``from_cache``: as the API server's watch cache has them (``resourceVersion=0``: no read of etcd, possibly a
+    moment behind it), for a check that a later check repeats."""
     header = {"Accept": PARTIAL_METADATA_LIST} if metadata_only else {}
-    raw = res.get(label_selector=MODULE_LABEL, serialize=False, header_params=header)
+    selector = MODULE_LABEL if modules is None else f"{MODULE_LABEL} in ({','.join(sorted(modules))})"
+    cache = {"resource_version": "0"} if from_cache else {}
+    raw = res.get(label_selector=selector, serialize=False, header_params=header, **cache)
     return json.loads(raw.data).get("items") or []
 
 

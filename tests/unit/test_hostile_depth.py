@@ -284,7 +284,7 @@ def test_the_reconcile_of_a_deep_cc_is_stalled_invalid_spec(tmp_path: Path, monk
     patches: list[dict[str, Any]] = []
 
     class Events:
-        def __init__(self, api: Any, cc: dict[str, Any]) -> None:
+        def __init__(self, api: Any, cc: dict[str, Any], writes: Any = None) -> None:
             pass
 
         def warning(self, reason: str, message: str) -> None:

@@ -103,12 +103,12 @@ def unprintable(text: str) -> list[str]:
 def test_the_relay_as_pid_1_survives_a_hostile_operator_and_forges_no_line(tmp_path: Path) -> None:
     lines = corpus(random.Random(SEED))
     (tmp_path / "corpus").write_bytes(b"".join(data + b"\n" for data, _ in lines))
-    (tmp_path / "operator.py").write_text(OPERATOR)
+    (tmp_path / "hostile_operator.py").write_text(OPERATOR)
     isolate = ["unshare", "--fork", "--pid", "--mount-proc"]
     if os.geteuid() != 0:
         isolate[1:1] = ["--user", "--map-root-user"]
     relay = subprocess.Popen([*isolate, sys.executable, "-I", "-m", "installer.podlog", sys.executable,
-                              str(tmp_path / "operator.py"), str(tmp_path / "corpus")],
+                              str(tmp_path / "hostile_operator.py"), str(tmp_path / "corpus")],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert relay.stdin is not None and relay.stdout is not None
     printed: queue.Queue[bytes | None] = queue.Queue()
