@@ -21,6 +21,7 @@ import base64
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from installer.settings import NAMESPACE
 
 log = logging.getLogger("installer")
 CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
+#: Seconds the box's address and password line, read once the console is ready, stay good for the box.
+INPUTS_FRESH = 10.0
 
 
 class ConsoleNotReady(RuntimeError):
@@ -88,10 +91,18 @@ def password_line(api: client.ApiClient) -> str:
     return "Password: the initAdminPassword key of Secret kubesphere-system/kubesphere-secret"
 
 
-def write_welcome(api: client.ApiClient, running_file: Path, announce: bool = True) -> str:
-    """Write ``kubesphere_running`` (replaced whole) and (when ``announce``) log the box; return the text."""
-    password = beside(lambda: password_line(api), "welcome-password")  # read with the address
-    text = welcome_box.render(console_address(api), password.result(), welcome_box.now())
+def box_inputs(api: client.ApiClient) -> tuple[str, str]:
+    """The box's console address and password line, read side by side."""
+    password = beside(lambda: password_line(api), "welcome-password")
+    return console_address(api), password.result()
+
+
+def write_welcome(api: client.ApiClient, running_file: Path, announce: bool = True,
+                  inputs: tuple[str, str] | None = None) -> str:
+    """Write ``kubesphere_running`` (replaced whole) and (when ``announce``) log the box; return the text.
+    ``inputs``: :func:`box_inputs`, read already."""
+    address, password = inputs or box_inputs(api)
+    text = welcome_box.render(address, password, welcome_box.now())
     welcome_box.save(running_file, text)
     if announce:
         welcome_box.show(text)
@@ -174,9 +185,12 @@ class WelcomeStep:
             return
         self.report(True, "ks-apiserver and ks-console are Available")
         self.reported.set()
+        # The box's reads while the run goes on; read again if the run ends long after.
+        inputs, read_at = beside(lambda: box_inputs(self.api), "welcome-inputs"), time.monotonic()
         if not self._may_write():
             return
         try:
-            write_welcome(self.api, self.running_file, self._announced())
+            fresh = time.monotonic() - read_at <= INPUTS_FRESH
+            write_welcome(self.api, self.running_file, self._announced(), inputs.result() if fresh else None)
         except ApiException as exc:
             log.error("Failed to write kubesphere_running: %s", api_reason(exc))
