@@ -177,6 +177,8 @@ def _devops_images(spec: Spec) -> tuple[str, ...]:
 
 #: Namespaces the registry's entries name (besides the installer's own, NAMESPACE).
 _LOGGING, _MONITORING = "kubesphere-logging-system", "kubesphere-monitoring-system"
+#: The fluent-bit pipeline's kinds (Input first: fluentbit's own namespace keeps for another module's Inputs).
+_PIPELINE_KINDS = tuple(f"logging.kubesphere.io/v1alpha2/{k}" for k in ("Input", "Filter", "Output", "Parser"))
 
 
 class Namespaces(tuple[str, ...]):
@@ -284,6 +286,9 @@ class Module:
     """The namespaces it renders objects into: the only ones from which its prune and uninstall delete anything
     (installer.objects.ownership; checked against every module's render and upstream's objects by
     tests/unit/test_ownership.py). Its role reads those a :class:`Namespaces` names."""
+    tenant_kinds: tuple[str, ...] = ()
+    """Kinds (``apiVersion/Kind``) besides installer.objects.removal.TENANT_KINDS whose objects of another module keep
+    its namespaces from being deleted by its uninstall (handed to its runs: installer.objects.ownership)."""
     certificates: tuple[Certificate, ...] = ()
     """The serving certificates its role keeps (ks_webhook_cert)."""
     credentials: tuple[tuple[str, str], ...] = ()
@@ -348,11 +353,13 @@ MODULES: tuple[Module, ...] = (
            releases=tuple((_LOGGING, r) for r in ("opensearch-master", "opensearch-data", "opensearch-logging-curator",
                                                   "opensearch-dashboard", "elasticsearch-logging-curator")),
            credentials=((_LOGGING, "opensearch-credentials"),),
-           namespaces=Namespaces(opensearch=_LOGGING)),
+           namespaces=Namespaces(opensearch=_LOGGING),
+           # the volumes and the fluent-bit pipeline objects other modules put in kubesphere-logging-system
+           tenant_kinds=("v1/PersistentVolumeClaim", *_PIPELINE_KINDS)),
     Module("fluentbit", any_of(flag("logging.enabled"), flag("events.enabled"), flag("auditing.enabled")),
            ("common.fluentbit", "common.containersLogMountedPath"), ("preinstall",), status_key="fluentbit",
            core_phase=True, images=("fluentbit_operator", "fluent_bit", "docker"),
-           namespaces=Namespaces(fluentbit=_LOGGING)),
+           namespaces=Namespaces(fluentbit=_LOGGING), tenant_kinds=_PIPELINE_KINDS[:1]),
     Module("ks-core", always,
            ("common.core.apiserver", "common.core.controllerManager", "common.core.nodeSelector",
             "common.core.tolerations", "common.core.nodeAffinity", "common.core.console.port",
@@ -440,7 +447,9 @@ MODULES: tuple[Module, ...] = (
            images=("istio_pilot", "istio_proxyv2", "jaeger_operator", "jaeger_agent", "jaeger_collector",
                    "jaeger_query", "jaeger_es_cleaner", "kiali_operator", "kiali"),
            releases=(("istio-system", "jaeger-operator"), ("istio-system", "kiali-operator")),
-           namespaces=Namespaces(servicemesh="istio-system")),
+           namespaces=Namespaces(servicemesh="istio-system"),
+           # monitoring's Istio monitors in istio-system
+           tenant_kinds=("monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/ServiceMonitor")),
     Module("edgeruntime", all_of(flag("edgeruntime.enabled"), flag("edgeruntime.kubeedge.enabled")), ("edgeruntime",),
            ("ks-core",), status_key="edgeruntime", images=_edgeruntime_images,
            releases=(("kubeedge", "cloudcore"), ("kubeedge", "kubeedge")),

@@ -38,7 +38,7 @@ from installer.modules import get_module
 from installer.objects.api_errors import api_reason
 from installer.objects.inventory import INVENTORY_ENV, RECORDED_ENV, object_key, read_facts, read_inventory, read_notes
 from installer.objects.manifests import Manifests
-from installer.objects.ownership import NAMESPACES_ENV
+from installer.objects.ownership import NAMESPACES_ENV, TENANT_KINDS_ENV
 from installer.objects.refs import Ref
 from installer.objects.removal import PURGE_ENV
 from installer.settings import NAMESPACE
@@ -342,6 +342,7 @@ class PlaybookRunner:
                 inventory=f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}",
                 envvars={**self._env(Path(pdd)), INVENTORY_ENV: inventory_file, **recorded_env,
                          NAMESPACES_ENV: json.dumps(list(module.namespaces)),
+                         TENANT_KINDS_ENV: json.dumps(list(module.tenant_kinds)),
                          **({PURGE_ENV: "1"} if step.purge else {})},
                 quiet=True,
                 event_handler=progress,
@@ -387,8 +388,9 @@ class PlaybookRunner:
         objects: Manifests.prune_base) has and the run's lacks, through the deletion policy
         (installer.objects.manifests.Manifests.prune_inventory); returns the run's inventory with what the policy
         kept."""
+        entry = get_module(module)
         manifests = Manifests(self.api, module, facts={k: list(v) for k, v in facts.items()},
-                              namespaces=get_module(module).namespaces)
+                              namespaces=entry.namespaces, tenant_kinds=entry.tenant_kinds)
         labelled = self._labelled_objects(module).result() if install else None
         pruned = manifests.prune_run(recorded, inventory, install, labelled)
         if pruned is None:

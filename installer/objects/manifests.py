@@ -32,7 +32,7 @@ from installer.objects.api_errors import Rejected, api_reason
 from installer.objects.change_set import Decision, Foreseen
 from installer.objects.inventory import METADATA_LISTED, facts_of, object_key, read_recorded_facts
 from installer.objects.originals import Key
-from installer.objects.ownership import run_namespaces
+from installer.objects.ownership import run_namespaces, run_tenant_kinds
 from installer.objects.planning import (
     Planning,
     as_applied,
@@ -71,10 +71,12 @@ class Manifests(Planning, Repairs, Pruning):
     _facts: dict[str, list[str]] | None = None
 
     def __init__(self, api: client.ApiClient, module: str, facts: dict[str, list[str]] | None = None,
-                 namespaces: Iterable[str] | None = None) -> None:
+                 namespaces: Iterable[str] | None = None, tenant_kinds: Iterable[str] | None = None) -> None:
+        """``namespaces`` and ``tenant_kinds``: the module's (its registry entry); by default as its run got them."""
         self.dyn = DynamicClient(api)
         self.module = module
         self.namespaces = frozenset(namespaces) if namespaces is not None else run_namespaces()
+        self.tenant_kinds = tuple(tenant_kinds) if tenant_kinds is not None else run_tenant_kinds()
         self.gone: set[str] = set()
         """What a preview's deletes removed (an apply creates it again); a run's deletes are done, not foreseen."""
         self._cc_created: str | None = None

@@ -20,6 +20,9 @@ NAMESPACES_ENV = "KS_MODULE_NAMESPACES"
 """The running module's namespaces (a JSON list), handed to its run by the engine from the registry: the Ansible side
 reads them as run data, so a registry edit does not change every module's code digest."""
 
+TENANT_KINDS_ENV = "KS_MODULE_TENANT_KINDS"
+"""The running module's ``Module.tenant_kinds`` (a JSON list), handed to its run as :data:`NAMESPACES_ENV` is."""
+
 #: Namespaces no module ever deletes (the cluster's own, and the installer's).
 PROTECTED = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", NAMESPACE})
 
@@ -30,6 +33,12 @@ def run_namespaces() -> frozenset[str] | None:
     """The running module's namespaces (:data:`NAMESPACES_ENV`); None outside a module's run."""
     raw = os.environ.get(NAMESPACES_ENV)
     return frozenset(json.loads(raw)) if raw else None
+
+
+def run_tenant_kinds() -> tuple[str, ...]:
+    """The running module's tenant kinds (:data:`TENANT_KINDS_ENV`); none outside a module's run."""
+    raw = os.environ.get(TENANT_KINDS_ENV)
+    return tuple(json.loads(raw)) if raw else ()
 
 
 def why_spared(module: str, ref: Ref, spaces: frozenset[str] | None) -> str | None:

@@ -48,15 +48,6 @@ PURGED_KINDS = ("v1/PersistentVolumeClaim", "v1/Secret")
 TENANT_KINDS = ("v1/ConfigMap", "v1/Secret", "v1/Service", "v1/ServiceAccount", "apps/v1/Deployment",
                 "apps/v1/StatefulSet", "apps/v1/DaemonSet", "batch/v1/Job", "batch/v1/CronJob")
 """Kinds whose objects of another module keep a namespace from being deleted."""
-#: More such kinds, for the namespaces of these modules: monitoring's Istio monitors in istio-system; the volumes and
-#: the fluent-bit pipeline objects other modules put in kubesphere-logging-system.
-MODULE_TENANT_KINDS = {
-    "servicemesh": ("monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/ServiceMonitor"),
-    "opensearch": ("v1/PersistentVolumeClaim", "logging.kubesphere.io/v1alpha2/Input",
-                   "logging.kubesphere.io/v1alpha2/Filter", "logging.kubesphere.io/v1alpha2/Output",
-                   "logging.kubesphere.io/v1alpha2/Parser"),
-    "fluentbit": ("logging.kubesphere.io/v1alpha2/Input",),
-}
 #: The note of an object kept by :data:`PRUNE_ANNOTATION`.
 PRUNE_KEPT = f"{PRUNE_ANNOTATION}: {PRUNE_DISABLED}"
 
@@ -73,6 +64,8 @@ class Removal:
     module: str
     namespaces: frozenset[str] | None
     """The module's namespaces (installer.objects.ownership), the only ones it deletes from."""
+    tenant_kinds: tuple[str, ...]
+    """More kinds whose objects of another module keep one of its namespaces (``Module.tenant_kinds``)."""
 
     def remove(self, objects: list[Obj], purge: bool = False) -> ApplyResult:
         """Delete each of ``objects`` (last kind first) that the deletion policy lets go (:meth:`_remove`), without
@@ -320,11 +313,11 @@ class Removal:
         return bool(items.get("items"))
 
     def _other_modules_in(self, namespace: str) -> list[str]:
-        """Other modules with objects of :data:`TENANT_KINDS` (plus the module's :data:`MODULE_TENANT_KINDS`) in
+        """Other modules with objects of :data:`TENANT_KINDS` (plus the module's :attr:`tenant_kinds`) in
         ``namespace``: deleting it would delete theirs."""
         selector = f"{MODULE_LABEL},{MODULE_LABEL}!={self.module}"
         found: set[str] = set()
-        kinds = (*TENANT_KINDS, *MODULE_TENANT_KINDS.get(self.module, ()))
+        kinds = (*TENANT_KINDS, *self.tenant_kinds)
         for api_version, kind in dict.fromkeys(parse_kind(k) for k in kinds):
             try:
                 items = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector).items

@@ -28,8 +28,9 @@ class Foresight(Manifests):
     create before (CRDs' kinds, namespaces)."""
 
     def __init__(self, api: client.ApiClient, module: str, foreseen: Foreseen,
-                 facts: dict[str, list[str]] | None = None, namespaces: Iterable[str] | None = None) -> None:
-        super().__init__(api, module, facts, namespaces)
+                 facts: dict[str, list[str]] | None = None, namespaces: Iterable[str] | None = None,
+                 tenant_kinds: Iterable[str] | None = None) -> None:
+        super().__init__(api, module, facts, namespaces, tenant_kinds)
         self.foreseen = foreseen
 
     def _preview(self, result: ApplyResult, change: Change) -> None:

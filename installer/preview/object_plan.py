@@ -353,10 +353,15 @@ class ClusterPlanner:
         record = self.records.get(module)
         return {k: list(v) for k, v in record.objects.items()} if record is not None else {}
 
+    def _foresight(self, module: str) -> Foresight:
+        """The module's objects as its run would treat them: its facts, namespaces and tenant kinds."""
+        entry = get_module(module)
+        return Foresight(self.api, module, self.foreseen, facts=self._facts(module), namespaces=entry.namespaces,
+                         tenant_kinds=entry.tenant_kinds)
+
     # Install and upgrade.
     def _apply(self, run: Rendered, module: ModuleObjects) -> None:
-        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module),
-                              namespaces=get_module(run.module).namespaces)
+        manifests = self._foresight(run.module)
         removed: dict[str, None] = {}
         for call in run.manifests("absent"):
             result = manifests.absent(call["objects"], self._recorded(run.module),
@@ -396,8 +401,7 @@ class ClusterPlanner:
 
     # Uninstall.
     def _uninstall(self, run: Rendered, module: ModuleObjects, purge: bool) -> None:
-        manifests = Foresight(self.api, run.module, self.foreseen, facts=self._facts(run.module),
-                              namespaces=get_module(run.module).namespaces)
+        manifests = self._foresight(run.module)
         recorded = self._recorded(run.module)
         deleted: dict[str, None] = {}
         kept: dict[str, str] = {}
