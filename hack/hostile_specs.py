@@ -509,6 +509,7 @@ def hostile_found(rng: random.Random) -> tuple[str, str, dict[str, Any]]:
 
 def judge_found(kind: str, name: str, live: dict[str, Any]) -> str:
     """What the installer does with ``live``: kept, replaced or generated; :class:`Refused` escapes."""
+    from installer.modules import by_name
     from installer.objects import certs, core_secret, credentials, random_secret
 
     if kind == "core":
@@ -520,7 +521,8 @@ def judge_found(kind: str, name: str, live: dict[str, Any]) -> str:
     if kind == "redis":
         random_secret.check_found(FOUND_NAMESPACE, name, "auth", live)
         return "kept"
-    reason = certs.judge(live, certs.DEFAULT_LAYOUT, "ks-controller-manager", FOUND_NAMESPACE)
+    core = by_name()["ks-core"].certificates[0]
+    reason = certs.judge(live, core.layout(), core.service, FOUND_NAMESPACE)
     return "kept" if reason is None else "replaced"
 
 

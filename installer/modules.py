@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from installer.log_store import external_store, store_kind
 from installer.s3_store import external_s3
 from installer.settings import NAMESPACE
 from installer.spec import Spec, get, under
+
+if TYPE_CHECKING:
+    from installer.objects.certs import Layout
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,16 @@ class Certificate:
     def ref(self) -> tuple[str, str]:
         """``(namespace, name)`` of its Secret."""
         return self.namespace, self.secret
+
+    def layout(self) -> Layout:
+        """Its :class:`installer.objects.certs.Layout`, as ``ks_webhook_cert`` builds it from the role's arguments."""
+        import datetime as dt
+
+        from installer.objects.certs import MAX_VALIDITY, Layout
+
+        days = self.max_validity_days
+        return Layout(self.secret, self.ca_name, self.cert_name, self.keys, self.type,
+                      dt.timedelta(days=days) if days else MAX_VALIDITY)
 
     def variables(self) -> dict[str, Any]:
         return {f"ks_{self.key}_cert": {

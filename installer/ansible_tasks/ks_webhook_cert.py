@@ -65,8 +65,9 @@ def run(p: dict[str, Any]) -> dict[str, Any]:
         raise TaskFailed("keys: name the CA certificate, the certificate and the key (three keys)")
     ref = generated(p)[0]
     try:
-        outcome = ensure_webhook_cert(api_client(), p["namespace"], p["module"], p["service"],
-                                      dt.timedelta(days=p["renew_before_days"]), layout(p), recorded_fingerprint(ref))
+        outcome = ensure_webhook_cert(api_client(), p["namespace"], p["module"], p["service"], layout=layout(p),
+                                      renew_before=dt.timedelta(days=p["renew_before_days"]),
+                                      recorded=recorded_fingerprint(ref))
     except Refused as exc:  # names the Secret and the rule, never a key
         raise TaskFailed(str(exc)) from exc
     except Exception as exc:  # API errors become a task failure; their text holds no key material

@@ -1,15 +1,16 @@
 """Serving certificates of admission webhooks (and other in-cluster TLS servers), kept in Secrets.
 
-The default layout is ks-controller-manager's: Secret ``ks-controller-manager-webhook-cert`` holds ``ca.crt``,
-``tls.crt`` and ``tls.key`` (PEM), as upstream's chart made it: a CA of its own and a certificate for the webhook
-Service's DNS names signed by it. It is generated once and kept on later runs; it is replaced (upstream's charts
-made a new one on every upgrade) when it is missing, unreadable, does not match the Service's names or its key, is
-not signed by its CA (or that is no CA), has a key weaker than RSA 2048 or EC 256 bits or a SHA-1 or MD5 signature,
-is not valid yet, is valid for longer than the layout allows (what its chart generated), either certificate
-expires within the renewal window, or its key pair is one an upstream chart published (:data:`PUBLISHED_KEYS`). A
-Secret of a type other than Opaque or kubernetes.io/tls is refused (:class:`~installer.objects.credentials.Refused`).
-The CA certificate (public) goes into every webhook's ``caBundle``; the key never leaves the Secret and nothing here
-logs or returns it. Other modules name their own Secret, CA and key names (:class:`Layout`).
+Each module's role names its Secret, the CA's and the certificate's common names and the Secret's keys (the
+registry's ``Module.certificates``, handed to the role: :class:`Layout`); ks-controller-manager's Secret
+``ks-controller-manager-webhook-cert`` holds ``ca.crt``, ``tls.crt`` and ``tls.key`` (PEM), as upstream's chart made
+it: a CA of its own and a certificate for the webhook Service's DNS names signed by it. It is generated once and
+kept on later runs; it is replaced (upstream's charts made a new one on every upgrade) when it is missing,
+unreadable, does not match the Service's names or its key, is not signed by its CA (or that is no CA), has a key
+weaker than RSA 2048 or EC 256 bits or a SHA-1 or MD5 signature, is not valid yet, is valid for longer than the
+layout allows (what its chart generated), either certificate expires within the renewal window, or its key pair is
+one an upstream chart published (:data:`PUBLISHED_KEYS`). A Secret of a type other than Opaque or kubernetes.io/tls
+is refused (:class:`~installer.objects.credentials.Refused`). The CA certificate (public) goes into every webhook's
+``caBundle``; the key never leaves the Secret and nothing here logs or returns it.
 """
 
 from __future__ import annotations
@@ -35,9 +36,6 @@ from installer.objects.foreign import guard
 from installer.objects.webhook_trust import trust_new_ca
 from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL
 
-SECRET_NAME = "ks-controller-manager-webhook-cert"
-CA_NAME = "ks-controller-manager-ca"
-CERT_NAME = "ks-core-admission-webhook"
 VALIDITY = dt.timedelta(days=3650)
 RENEW_BEFORE = dt.timedelta(days=30)
 #: The longest validity a found certificate may have: upstream's charts made theirs for 3650 days (one day of slack).
@@ -63,9 +61,9 @@ class Layout:
     """Where a certificate lives: the Secret, the CA's and the certificate's common names, and the Secret's keys
     for the CA certificate, the certificate and its key (in that order)."""
 
-    secret: str = SECRET_NAME
-    ca_name: str = CA_NAME
-    cert_name: str = CERT_NAME
+    secret: str
+    ca_name: str
+    cert_name: str
     keys: tuple[str, str, str] = KEYS
     type: str = "Opaque"
     max_validity: dt.timedelta = MAX_VALIDITY
@@ -111,8 +109,10 @@ def _name(common_name: str) -> x509.Name:
 
 
 def generate(names: list[str], now: dt.datetime | None = None, validity: dt.timedelta = VALIDITY,
-             ca_name: str = CA_NAME, cert_name: str = CERT_NAME) -> dict[str, bytes]:
-    """A new CA and a serving certificate for ``names`` signed by it: ``ca.crt``, ``tls.crt``, ``tls.key`` (PEM)."""
+             ca_name: str = "ks-installer-ca", cert_name: str | None = None) -> dict[str, bytes]:
+    """A new CA and a serving certificate for ``names`` signed by it: ``ca.crt``, ``tls.crt``, ``tls.key`` (PEM).
+    ``cert_name``: the certificate's common name (default: the first of ``names``)."""
+    cert_name = cert_name or names[0]
     now = now or _now()
     start, end = now - dt.timedelta(minutes=5), now + validity
     ca_key, key = _key(), _key()
@@ -257,7 +257,6 @@ def trusted_bundle(api: client.ApiClient, namespace: str, service: str, data: di
     return data.get("ca.crt") or webhook_ca(api, namespace, service, data["tls.crt"]) or data["tls.crt"]
 
 
-DEFAULT_LAYOUT = Layout()
 
 
 @dataclass
@@ -307,7 +306,7 @@ def judge(live: dict[str, Any], layout: Layout, service: str, namespace: str,
 
 
 def ensure_webhook_cert(api: client.ApiClient, namespace: str, module: str, service: str,
-                        renew_before: dt.timedelta = RENEW_BEFORE, layout: Layout = DEFAULT_LAYOUT,
+                        *, layout: Layout, renew_before: dt.timedelta = RENEW_BEFORE,
                         recorded: str | None = None) -> CertOutcome:
     """Create the Secret, keep it when it is good (and the one ``recorded``: see :func:`judge`), replace it when
     :func:`judge` says so. A kept Secret without the CA certificate stays so; the webhooks trust what

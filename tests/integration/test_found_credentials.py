@@ -22,6 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from installer.engine.state import StateStore
+from installer.modules import by_name
 from installer.objects import certs
 from installer.objects.core_secret import ADMIN_CLAIMS, jwt_hs256
 from installer.settings import FIELD_MANAGER, MODULE_LABEL, NAMESPACE
@@ -31,7 +32,7 @@ from .test_core_parity import SA_TOKEN, makes_sa_token
 
 pytestmark = [pytest.mark.cluster, pytest.mark.platform]
 CORE_SECRET = "kubesphere-secret"
-WEBHOOK_CERT = certs.SECRET_NAME
+WEBHOOK_CERT = by_name()["ks-core"].certificates[0].secret
 USERS = "iam.kubesphere.io", "v1alpha2", "users"
 
 

@@ -15,9 +15,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from kubernetes.dynamic.exceptions import NotFoundError
 
+from installer.modules import by_name
 from installer.objects import certs
 
 NAMES = certs.dns_names("ks-controller-manager", "kubesphere-system")
+#: ks-controller-manager's certificate as the registry hands it to ks-core's role.
+CORE = by_name()["ks-core"].certificates[0].layout()
 
 
 @pytest.fixture(scope="module")
@@ -101,13 +104,13 @@ def _stored(fake: FakeSecrets) -> dict[str, bytes]:
 
 
 def test_generated_once_then_kept(secrets: FakeSecrets) -> None:
-    first = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    first = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE)  # type: ignore[arg-type]
     assert first.changed and first.reason == "missing" and secrets.applies == 1
     assert secrets.stored is not None
     assert secrets.stored["metadata"]["labels"]["installer.kubesphere.io/module"] == "ks-core"
     data = _stored(secrets)
     assert base64.b64decode(first.ca_bundle) == data["ca.crt"]
-    again = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    again = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE)  # type: ignore[arg-type]
     assert not again.changed and again.reason == "kept" and again.ca_bundle == first.ca_bundle
     assert secrets.applies == 1 and _stored(secrets) == data
 
@@ -117,7 +120,7 @@ def test_renewed_before_expiry(secrets: FakeSecrets) -> None:
     secrets.stored = {"metadata": {"labels": {"installer.kubesphere.io/module": "ks-core",
                                               "app.kubernetes.io/managed-by": "ks-installer"}},
                       "data": {k: base64.b64encode(v).decode() for k, v in old.items()}}
-    outcome = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    outcome = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE)  # type: ignore[arg-type]
     assert outcome.changed and outcome.reason == "expires soon"
     new = _stored(secrets)
     assert new["ca.crt"] != old["ca.crt"] and certs.problem(new, NAMES) is None
@@ -241,14 +244,14 @@ def test_a_replaced_certificate_says_why_and_a_foreign_type_is_refused(secrets: 
     weak = planted(NAMES, ca_key=rsa.generate_private_key(65537, 1024))
     secrets.stored = {"type": "Opaque", "metadata": {"labels": {}},
                       "data": {k: base64.b64encode(v).decode() for k, v in weak.items()}}
-    outcome = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    outcome = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE)  # type: ignore[arg-type]
     assert outcome.changed and outcome.note == (
         "Secret kubesphere-system/ks-controller-manager-webhook-cert: replaced the certificate found there: the CA "
         "certificate has a 1024-bit RSA key (at least 2048)")
     assert _stored(secrets)["ca.crt"] != weak["ca.crt"] and certs.problem(_stored(secrets), NAMES) is None
     secrets.stored = {"type": "kubernetes.io/service-account-token", "metadata": {"labels": {}}, "data": {}}
     with pytest.raises(Refused) as refused:
-        certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+        certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE)  # type: ignore[arg-type]
     assert str(refused.value).startswith("Secret kubesphere-system/ks-controller-manager-webhook-cert: its type is "
                                          "'kubernetes.io/service-account-token', not Opaque or kubernetes.io/tls; ")
     assert secrets.stored["type"] == "kubernetes.io/service-account-token"  # left as it is
@@ -295,13 +298,13 @@ def test_only_the_recorded_certificate_is_kept(secrets: FakeSecrets) -> None:
 
     ours, theirs = certs.generate(NAMES), planted(NAMES)
     found(ours)
-    kept = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager")  # type: ignore[arg-type]
+    kept = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE)  # type: ignore[arg-type]
     assert not kept.changed and kept.facts is not None and kept.facts[2] == certs.fingerprint(ours)
     recorded = kept.facts[2]
-    assert not certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager",  # type: ignore[arg-type]
+    assert not certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE,  # type: ignore[arg-type]
                                          recorded=recorded).changed
     found(theirs)
-    replaced = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager",  # type: ignore[arg-type]
+    replaced = certs.ensure_webhook_cert(None, "kubesphere-system", "ks-core", "ks-controller-manager", layout=CORE,  # type: ignore[arg-type]
                                          recorded=recorded)
     assert replaced.changed and replaced.reason == certs.NOT_RECORDED
     assert replaced.note == ("Secret kubesphere-system/ks-controller-manager-webhook-cert: replaced the certificate "
