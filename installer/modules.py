@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from installer.log_store import external_store, store_kind
 from installer.s3_store import external_s3
-from installer.settings import NAMESPACE
+from installer.settings import CORE_SECRET, NAMESPACE
 from installer.spec import Spec, get, under
 
 if TYPE_CHECKING:
@@ -383,7 +383,7 @@ MODULES: tuple[Module, ...] = (
                    "defaultbackend", "bookinfo_productpage_v1", "bookinfo_reviews_v1", "bookinfo_details_v1",
                    "bookinfo_ratings_v1"),
            releases=((NAMESPACE, "ks-core"),),
-           credentials=((NAMESPACE, "kubesphere-secret"), _CORE_CERT.ref), certificates=(_CORE_CERT,),
+           credentials=((NAMESPACE, CORE_SECRET), _CORE_CERT.ref), certificates=(_CORE_CERT,),
            namespaces=Namespaces(NAMESPACE, core_controls="kubesphere-controls-system")),
     Module("ks-config", always,
            ("authentication", "common.core.console.enableMultiLogin", "common.redis.enabled",

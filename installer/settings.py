@@ -10,6 +10,8 @@ CC_VERSION = "v1alpha1"
 CC_PLURAL = "clusterconfigurations"
 CC_KIND = "ClusterConfiguration"
 STATE_SECRET = "ks-installer-state"
+#: ks-core's Secret (JWT secret, token, initAdminPassword): upstream's name, read by KubeSphere and its users.
+CORE_SECRET = "kubesphere-secret"
 LEASE_NAME = "ks-installer"
 FIELD_MANAGER = "ks-installer"
 MODULE_LABEL = "installer.kubesphere.io/module"

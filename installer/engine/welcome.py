@@ -34,7 +34,7 @@ from installer.engine.beside import beside
 from installer.objects.api_errors import api_reason
 from installer.objects.core_secret import DEFAULT_PASSWORD
 from installer.objects.readiness import WaitStopped, deployment_ref, wait_ready
-from installer.settings import NAMESPACE
+from installer.settings import CORE_SECRET, NAMESPACE
 
 log = logging.getLogger("installer")
 CONSOLE_DEPLOYMENTS = ("ks-apiserver", "ks-console")
@@ -82,13 +82,13 @@ def first_internal_ip(core: client.CoreV1Api, page: int = 20) -> str | None:
 
 def password_line(api: client.ApiClient) -> str:
     try:
-        data = client.CoreV1Api(api).read_namespaced_secret("kubesphere-secret", NAMESPACE).data or {}
+        data = client.CoreV1Api(api).read_namespaced_secret(CORE_SECRET, NAMESPACE).data or {}
     except ApiException:
         data = {}
     raw = data.get("initAdminPassword")
     if raw is None or base64.b64decode(raw).decode() == DEFAULT_PASSWORD:
         return f"Password: {DEFAULT_PASSWORD}"
-    return "Password: the initAdminPassword key of Secret kubesphere-system/kubesphere-secret"
+    return f"Password: the initAdminPassword key of Secret {NAMESPACE}/{CORE_SECRET}"
 
 
 def box_inputs(api: client.ApiClient) -> tuple[str, str]:

@@ -35,9 +35,9 @@ from installer.objects.credentials import (
     type_problem,
 )
 from installer.objects.field_takeover import LAST_APPLIED, take_over
-from installer.settings import FIELD_MANAGER, MANAGED_BY, MODULE_LABEL, NAMESPACE
+from installer.settings import CORE_SECRET, FIELD_MANAGER, MANAGED_BY, MODULE_LABEL, NAMESPACE
 
-SECRET_NAME = "kubesphere-secret"
+SECRET_NAME = CORE_SECRET
 DEFAULT_PASSWORD = "P@88w0rd"  # upstream's documented default, printed by the original installer too
 ADMIN = "admin"
 ADMIN_EMAIL = "admin@kubesphere.io"
