@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import logging
 import marshal
@@ -34,7 +35,7 @@ log = logging.getLogger("installer")
 def apply(cache_dir: Path) -> list[str]:
     """Apply every patch that fits the installed ansible-core, before Ansible is imported; the names of those
     applied. ``cache_dir`` holds the compiled template code between runs."""
-    applied = cache_definitions()
+    applied = list(cache_definitions())
     if applied:
         if cache_template_code(cache_dir):
             applied.append("template code")
@@ -46,18 +47,16 @@ def apply(cache_dir: Path) -> list[str]:
     return applied
 
 
-_definitions_cached: list[str] = []
-
-
-def cache_definitions() -> list[str]:
+@functools.cache
+def cache_definitions() -> tuple[str, ...]:
     """The parsed files every run reads and no environment changes (the collection metadata, the configuration's
     definitions), cached once per process and by its forks (the warm engine does it once, not every hook run: about
     0.14 CPU-s); the names of those cached."""
-    if not _definitions_cached and ansible_private.written_for():
-        cache_collection_metadata()
-        cache_config_definitions()
-        _definitions_cached.extend(["collection metadata", "config definitions"])
-    return list(_definitions_cached)
+    if not ansible_private.written_for():
+        return ()
+    cache_collection_metadata()
+    cache_config_definitions()
+    return ("collection metadata", "config definitions")
 
 
 def cache_collection_metadata() -> None:
